@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from isthmus.ccm import gcfg
+from isthmus.ccm.errors import CCMError
 
 LOG = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 SEARCH_ORDER_ELEMENTS = ("configDrive", "metadataService")
 
 
-class ConfigError(ValueError):
+class ConfigError(CCMError, ValueError):
     """The configuration cannot be used; the controller must not start."""
 
 

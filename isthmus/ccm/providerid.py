@@ -7,12 +7,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from isthmus.ccm.errors import CCMError
+
 SCHEME = "openstack://"
 REGIONAL_ENV = "OS_CCM_REGIONAL"
 _PATTERN = re.compile(r"openstack://([^/]*)/([^/]+)")
 
 
-class ProviderIDError(ValueError):
+class ProviderIDError(CCMError, ValueError):
     """A providerID that is not ours or is malformed (never "not found")."""
 
 
