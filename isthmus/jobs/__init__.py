@@ -1,0 +1,66 @@
+"""Durable job engine: coalesced, leased, retried reconcile jobs in the Isthmus DB.
+
+Public surface:
+- :class:`JobStore` — enqueue (coalesced per (type, resource)), list/get/delete/redo;
+- :class:`HandlerRegistry`, :class:`JobContext`, :class:`RetryLater`,
+  :class:`PermanentFailure`, :class:`Resync` — for handler authors;
+- :class:`Worker` / :func:`isthmus.jobs.worker.main` — the ``isthmus-xjob`` loop.
+
+See docs/jobs.md for the state machine and failure handling.
+"""
+
+from isthmus.jobs.backoff import RetryPolicy
+from isthmus.jobs.clock import Clock, ManualClock, SystemClock
+from isthmus.jobs.db import make_engine
+from isthmus.jobs.errors import (
+    ConcurrentUpdate,
+    InvalidJobRequest,
+    InvalidJobState,
+    JobError,
+    JobNotFound,
+    LeaseLost,
+    PermanentFailure,
+    RetryLater,
+    UnknownJobType,
+)
+from isthmus.jobs.leases import Claim, Leases
+from isthmus.jobs.models import Job, JobFilter, JobRequest, JobStatus, ResourceRef
+from isthmus.jobs.registry import HandlerRegistry, HandlerSpec, JobContext, Resync
+from isthmus.jobs.runner import Runner
+from isthmus.jobs.schema import create_schema, drop_schema
+from isthmus.jobs.store import JobStore
+from isthmus.jobs.worker import Worker, WorkerSettings
+
+__all__ = [
+    "Claim",
+    "Clock",
+    "ConcurrentUpdate",
+    "HandlerRegistry",
+    "HandlerSpec",
+    "InvalidJobRequest",
+    "InvalidJobState",
+    "Job",
+    "JobContext",
+    "JobError",
+    "JobFilter",
+    "JobNotFound",
+    "JobRequest",
+    "JobStatus",
+    "JobStore",
+    "LeaseLost",
+    "Leases",
+    "ManualClock",
+    "PermanentFailure",
+    "ResourceRef",
+    "RetryLater",
+    "RetryPolicy",
+    "Resync",
+    "Runner",
+    "SystemClock",
+    "UnknownJobType",
+    "Worker",
+    "WorkerSettings",
+    "create_schema",
+    "drop_schema",
+    "make_engine",
+]

@@ -1,0 +1,84 @@
+"""Run one claimed job: call its handler and record the outcome.
+
+Kept apart from the worker loop so tests (and a future "run inline" mode)
+can drive jobs one by one with a manual clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from isthmus.jobs.backoff import RetryPolicy
+from isthmus.jobs.errors import LeaseLost, PermanentFailure, RetryLater
+from isthmus.jobs.leases import Claim, Leases
+from isthmus.jobs.models import Job
+from isthmus.jobs.registry import HandlerRegistry, JobContext
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Runner:
+    leases: Leases
+    registry: HandlerRegistry
+    default_policy: RetryPolicy
+    rand: Callable[[], float] | None = None  # jitter source; injectable for tests
+
+    def policies(self) -> dict[str, RetryPolicy]:
+        return self.registry.policies(self.default_policy)
+
+    def claim(self, limit: int) -> list[Claim]:
+        return self.leases.claim(self.policies(), limit)
+
+    def run(self, claim: Claim, stop: threading.Event | None = None) -> Job | None:
+        """Run the handler and store the outcome; None if the lease was lost meanwhile."""
+        job = claim.job
+        spec = self.registry.get(job.job_type)
+        policy = spec.retry or self.default_policy
+        ctx = _context(job, stop or threading.Event())
+        try:
+            try:
+                spec.handler(ctx)
+            except RetryLater as exc:
+                delay = exc.delay if exc.delay is not None else policy.delay(job.attempt)
+                LOG.info("job %s (%s %s) retry later in %.1fs: %s", job.id, job.job_type, job.resource_id, delay, exc.reason)
+                return self.leases.retry_later(claim, delay, exc.reason)
+            except PermanentFailure as exc:
+                LOG.error("job %s (%s %s) failed permanently: %s", job.id, job.job_type, job.resource_id, exc)
+                return self.leases.fail(claim, _describe(exc), policy, permanent=True)
+            except Exception as exc:  # noqa: BLE001 - any handler error is a job failure
+                LOG.warning("job %s (%s %s) attempt %d failed: %s", job.id, job.job_type, job.resource_id, job.attempt, exc)
+                LOG.debug("%s", traceback.format_exc())
+                return self.leases.fail(claim, _describe(exc), policy, rand=self.rand)
+            return self.leases.succeed(claim)
+        except LeaseLost:
+            # Another worker took over after our lease expired; its outcome wins.
+            LOG.warning("job %s (%s %s): lease lost, outcome dropped", job.id, job.job_type, job.resource_id)
+            return None
+
+    def run_due(self, limit: int = 100) -> int:
+        """Claim and run due jobs inline, one after another; returns how many ran."""
+        claims = self.claim(limit)
+        for claim in claims:
+            self.run(claim)
+        return len(claims)
+
+
+def _context(job: Job, stop: threading.Event) -> JobContext:
+    return JobContext(
+        job_id=job.id,
+        job_type=job.job_type,
+        resource_id=job.resource_id,
+        project_id=job.project_id,
+        payload=dict(job.payload),
+        attempt=job.attempt,
+        _stop=stop,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

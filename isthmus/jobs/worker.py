@@ -1,0 +1,277 @@
+"""The worker loop and the ``isthmus-xjob`` entry point.
+
+One dispatcher thread (the caller of :meth:`Worker.run`) claims due jobs, runs
+each in its own daemon thread (at most ``concurrency`` at once), renews the
+leases of running jobs, and on stop waits ``shutdown_grace`` seconds before
+releasing what is still running. Handler threads are daemons so that a handler
+stuck in I/O cannot keep the process alive after its job was released.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from oslo_config import cfg
+
+from isthmus.jobs import config
+from isthmus.jobs.backoff import RetryPolicy
+from isthmus.jobs.db import make_engine
+from isthmus.jobs.leases import Claim, Leases
+from isthmus.jobs.loader import load_handlers
+from isthmus.jobs.periodic import ResyncScheduler
+from isthmus.jobs.registry import HandlerRegistry
+from isthmus.jobs.runner import Runner
+from isthmus.jobs.schema import create_schema
+from isthmus.jobs.store import JobStore
+
+LOG = logging.getLogger(__name__)
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    concurrency: int = 4
+    lease_seconds: float = 60.0
+    poll_interval: float = 1.0
+    shutdown_grace: float = 30.0
+    resync: bool = True
+    owner: str = field(default_factory=default_owner)
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+
+    @property
+    def renew_every(self) -> float:
+        # Three renewals per lease: one slow DB round trip does not lose it.
+        return self.lease_seconds / 3
+
+
+@dataclass
+class _Running:
+    claim: Claim
+    stop: threading.Event
+    thread: threading.Thread | None = None
+
+
+class Worker:
+    def __init__(
+        self,
+        store: JobStore,
+        registry: HandlerRegistry,
+        settings: WorkerSettings | None = None,
+        policy: RetryPolicy | None = None,
+        rand: Callable[[], float] | None = None,
+    ) -> None:
+        self.settings = settings or WorkerSettings()
+        self.leases = Leases(store.engine, store.clock, self.settings.owner, self.settings.lease_seconds)
+        self.runner = Runner(self.leases, registry, policy or RetryPolicy(), rand)
+        self.scheduler = ResyncScheduler(store, registry, self.settings.owner)
+        self._stopping = threading.Event()
+        self._force = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._running: dict[str, _Running] = {}
+
+    # -- control ---------------------------------------------------------------
+
+    def request_stop(self, *, force: bool = False) -> None:
+        """Stop claiming; running jobs get ``shutdown_grace`` (none if ``force``)."""
+        self._stopping.set()
+        if force:
+            self._force.set()
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
+    def running_jobs(self) -> list[str]:
+        with self._lock:
+            return list(self._running)
+
+    # -- the loop ----------------------------------------------------------------
+
+    def run(self) -> None:
+        LOG.info("worker %s started: types=%s", self.settings.owner, ",".join(self.runner.registry.job_types()))
+        resync = self._start_resync_thread()
+        next_renew = time.monotonic() + self.settings.renew_every
+        try:
+            while not self._stopping.is_set():
+                if time.monotonic() >= next_renew:
+                    self._renew_all()
+                    next_renew = time.monotonic() + self.settings.renew_every
+                self._dispatch()
+                self._wake.wait(min(self.settings.poll_interval, self.settings.renew_every))
+                self._wake.clear()
+        finally:
+            self._shutdown()
+            if resync is not None:
+                resync.join(timeout=1.0)
+        LOG.info("worker %s stopped", self.settings.owner)
+
+    def _dispatch(self) -> None:
+        free = self.settings.concurrency - len(self.running_jobs)
+        if free <= 0:
+            return
+        try:
+            claims = self.runner.claim(free)
+        except Exception:  # noqa: BLE001 - a DB outage must not kill the loop
+            LOG.exception("claiming jobs failed; will retry")
+            return
+        for claim in claims:
+            self._start(claim)
+
+    def _start(self, claim: Claim) -> None:
+        entry = _Running(claim, threading.Event())
+        entry.thread = threading.Thread(
+            target=self._execute, args=(entry,), name=f"job-{claim.job.job_type}", daemon=True
+        )
+        with self._lock:
+            self._running[claim.job.id] = entry
+        entry.thread.start()
+
+    def _execute(self, entry: _Running) -> None:
+        try:
+            self.runner.run(entry.claim, entry.stop)
+        except Exception:  # noqa: BLE001 - e.g. DB down while storing the outcome
+            LOG.exception("job %s: storing the outcome failed; the lease will expire", entry.claim.job.id)
+        finally:
+            with self._lock:
+                self._running.pop(entry.claim.job.id, None)
+            self._wake.set()  # a slot is free: claim again without waiting a poll
+
+    def _renew_all(self) -> None:
+        with self._lock:
+            entries = list(self._running.values())
+        for entry in entries:
+            try:
+                if not self.leases.renew(entry.claim):
+                    LOG.warning("job %s: lease lost, asking its handler to stop", entry.claim.job.id)
+                    entry.stop.set()
+            except Exception:  # noqa: BLE001 - keep trying; the lease may still be valid
+                LOG.exception("renewing lease of job %s failed", entry.claim.job.id)
+
+    # -- periodic resync ---------------------------------------------------------
+
+    def _start_resync_thread(self) -> threading.Thread | None:
+        specs = self.runner.registry.resyncs()
+        if not self.settings.resync or not specs:
+            return None
+        shortest = min(spec.resync.interval for spec in specs if spec.resync)
+        period = max(self.settings.poll_interval, min(shortest / 2, 30.0))
+        thread = threading.Thread(target=self._resync_loop, args=(period,), name="job-resync", daemon=True)
+        thread.start()
+        return thread
+
+    def _resync_loop(self, period: float) -> None:
+        while not self._stopping.is_set():
+            try:
+                if self.scheduler.tick():
+                    self._wake.set()
+            except Exception:  # noqa: BLE001
+                LOG.exception("periodic resync failed")
+            self._stopping.wait(period)
+
+    # -- shutdown ----------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Let running jobs finish within the grace period, then release the rest."""
+        with self._lock:
+            for entry in self._running.values():
+                entry.stop.set()  # cooperative handlers see should_stop()
+        deadline = time.monotonic() + self.settings.shutdown_grace
+        next_renew = time.monotonic() + self.settings.renew_every
+        while self.running_jobs and time.monotonic() < deadline and not self._force.is_set():
+            if time.monotonic() >= next_renew:  # keep the leases while we wait
+                self._renew_all()
+                next_renew = time.monotonic() + self.settings.renew_every
+            self._wake.wait(0.05)
+            self._wake.clear()
+        self._release_all()
+
+    def _release_all(self) -> None:
+        with self._lock:
+            entries = list(self._running.values())
+        for entry in entries:
+            try:
+                if self.leases.release(entry.claim):
+                    LOG.warning("job %s released unfinished at shutdown", entry.claim.job.id)
+            except Exception:  # noqa: BLE001 - the lease will expire instead
+                LOG.exception("releasing job %s failed", entry.claim.job.id)
+
+
+def install_signal_handlers(worker: Worker) -> None:
+    """SIGTERM/SIGINT: graceful stop; a second one: release running jobs at once."""
+
+    def handle(signum: int, _frame: object) -> None:
+        force = worker.stopping
+        LOG.info("signal %d: %s stop", signum, "forced" if force else "graceful")
+        worker.request_stop(force=force)
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
+def settings_from_conf(conf: cfg.ConfigOpts) -> WorkerSettings:
+    return WorkerSettings(
+        concurrency=conf.jobs.workers,
+        lease_seconds=conf.jobs.lease_seconds,
+        poll_interval=conf.jobs.poll_interval,
+        shutdown_grace=conf.jobs.shutdown_grace,
+        resync=conf.jobs.resync_enabled,
+        owner=conf.jobs.worker_name or default_owner(),
+    )
+
+
+def load_conf(argv: Sequence[str] | None = None) -> cfg.ConfigOpts:
+    """Parse ``--config-file`` etc. into a private ConfigOpts (no global state)."""
+    conf = cfg.ConfigOpts()
+    config.register_opts(conf)
+    conf.register_cli_opts(config.cli_opts)
+    conf(list(sys.argv[1:] if argv is None else argv), project="isthmus", prog="isthmus-xjob")
+    return conf
+
+
+def build_worker(conf: cfg.ConfigOpts) -> Worker:
+    engine = make_engine(conf.database.connection, busy_timeout=conf.jobs.sqlite_busy_timeout)
+    if conf.jobs.create_schema:
+        create_schema(engine)
+    registry = load_handlers(
+        HandlerRegistry(), conf.jobs.handler_modules, use_entry_points=conf.jobs.load_entry_points
+    )
+    return Worker(JobStore(engine), registry, settings_from_conf(conf), config.retry_policy(conf))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``isthmus-xjob`` console script."""
+    conf = load_conf(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if conf.debug else logging.INFO,
+        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s",
+    )
+    worker = build_worker(conf)
+    if not worker.runner.registry.job_types():
+        LOG.error("no job handlers registered (entry points %s, [jobs] handler_modules)", "isthmus.jobs.handlers")
+        return 2
+    install_signal_handlers(worker)
+    worker.run()
+    worker.leases.engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
