@@ -1,0 +1,114 @@
+"""``isthmus sandbox ...``: a real multi-region OpenStack on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("sandbox", help="run a real multi-region OpenStack on this machine")
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--state-dir", type=Path, default=Path(".sandbox"),
+                       help="where configs, databases, logs and pids live (default ./.sandbox)")
+
+    up = actions.add_parser("up", help="start the sandbox (reports status if it already runs)")
+    common(up)
+    up.add_argument("--base-port", type=int, default=21000, help="first of the sandbox's ports (default 21000)")
+    up.add_argument("--regions", default="RegionOne,RegionTwo", help="comma-separated compute regions")
+    up.add_argument("--no-compute", action="store_true", help="Keystone and Neutron only (fast)")
+    up.add_argument("--db-url", help="a MariaDB/MySQL server for Nova and Placement "
+                                     "(mysql+pymysql://user:pass@host:port/) instead of a private one")
+    up.set_defaults(func=_up)
+
+    down = actions.add_parser("down", help="stop every process the sandbox started")
+    common(down)
+    down.set_defaults(func=_down)
+
+    status = actions.add_parser("status", help="health of each service")
+    common(status)
+    status.set_defaults(func=_status)
+
+    logs = actions.add_parser("logs", help="show a service's log")
+    common(logs)
+    logs.add_argument("service", help="e.g. keystone, neutron-RegionOne, nova-compute-RegionTwo")
+    logs.add_argument("-n", "--lines", type=int, default=50, help="last N lines (0: all)")
+    logs.add_argument("-f", "--follow", action="store_true")
+    logs.set_defaults(func=_logs)
+
+    tour = actions.add_parser("tour", help="a short scripted tour of a running sandbox")
+    common(tour)
+    tour.add_argument("--keep", action="store_true", help="leave the tour's resources in place")
+    tour.set_defaults(func=_tour)
+
+
+def _fail(message: str) -> int:
+    print(f"isthmus sandbox: {message}", file=sys.stderr)
+    return 1
+
+
+def _guarded(fn):
+    def wrapper(args):
+        from isthmus.sandbox.process import SandboxError
+
+        try:
+            return fn(args)
+        except (SandboxError, ValueError) as err:
+            return _fail(str(err))
+    return wrapper
+
+
+def _loaded(args):
+    from isthmus.sandbox.layout import Layout
+
+    layout = Layout.load(args.state_dir)
+    if layout is None:
+        raise ValueError(f"no sandbox in {args.state_dir.resolve()} (run: isthmus sandbox up --state-dir {args.state_dir})")
+    return layout
+
+
+@_guarded
+def _up(args) -> int:
+    from isthmus.sandbox import control
+    from isthmus.sandbox.layout import Layout, parse_regions
+
+    if args.db_url and not args.db_url.startswith(("mysql+pymysql://", "mysql://")):
+        raise ValueError("--db-url: Nova and Placement need MariaDB/MySQL here (mysql+pymysql://...)")
+    layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=parse_regions(args.regions),
+                    compute=not args.no_compute, db_url=args.db_url)
+    return control.up(layout)
+
+
+@_guarded
+def _down(args) -> int:
+    from isthmus.sandbox import control
+
+    return control.down(_loaded(args))
+
+
+@_guarded
+def _status(args) -> int:
+    from isthmus.sandbox import control
+
+    layout = _loaded(args)
+    rows = control.status(layout)
+    control.print_table(rows, sys.stdout)
+    return 0 if rows and all(r.healthy for r in rows) else 3
+
+
+@_guarded
+def _logs(args) -> int:
+    from isthmus.sandbox import control
+
+    return control.logs(_loaded(args), args.service, args.lines, args.follow)
+
+
+@_guarded
+def _tour(args) -> int:
+    from isthmus.sandbox import tour
+
+    return tour.run(_loaded(args), keep=args.keep)

@@ -1,0 +1,139 @@
+"""Keystone: the one identity service of all regions (catalogued in CentralRegion)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
+
+# Service users get admin + service on the `service` project, as devstack does.
+SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    type: str
+    name: str
+    region: str
+    url: str
+
+
+def config_path(layout: Layout):
+    return layout.etc / "keystone" / "keystone.conf"
+
+
+def write_config(layout: Layout) -> None:
+    ini.write(config_path(layout), {
+        "DEFAULT": {"debug": False},
+        "database": {"connection": layout.sqlite_url("keystone")},
+        "token": {"provider": "fernet", "expiration": 86400},
+        "fernet_tokens": {"key_repository": layout.data / "keystone-fernet"},
+        "credential": {"key_repository": layout.data / "keystone-credential"},
+        "identity": {"password_hash_rounds": 4},  # bcrypt at 4 rounds: fast sandbox logins
+    })
+
+
+def _env(layout: Layout) -> dict[str, str]:
+    return {"OS_KEYSTONE_CONFIG_FILES": str(config_path(layout))}
+
+
+def prepare(layout: Layout) -> None:
+    """Schema, keys and the bootstrap admin with identity endpoints in CentralRegion."""
+    write_config(layout)
+    for sub in ("keystone-fernet", "keystone-credential"):
+        (layout.data / sub).mkdir(parents=True, exist_ok=True)
+    manage = runtime.tool("keystone-manage")
+    conf = ["--config-file", str(config_path(layout))]
+    log = layout.logs / "keystone-setup.log"
+    process.run([manage, *conf, "db_sync"], log, what="keystone-manage db_sync")
+    process.run([manage, *conf, "fernet_setup", "--keystone-user", "root", "--keystone-group", "root"], log, what="keystone fernet_setup")
+    process.run([manage, *conf, "credential_setup", "--keystone-user", "root", "--keystone-group", "root"], log, what="keystone credential_setup")
+    url = layout.url(layout.keystone_port, "/v3")
+    process.run([
+        manage, *conf, "bootstrap",
+        "--bootstrap-password", PASSWORD,
+        "--bootstrap-region-id", CENTRAL_REGION,
+        # Public and internal: keystonemiddleware looks up the internal one.
+        "--bootstrap-public-url", url,
+        "--bootstrap-internal-url", url,
+        "--bootstrap-admin-url", url,
+    ], log, what="keystone-manage bootstrap")
+
+
+def start(layout: Layout) -> process.ServiceRecord:
+    return runtime.start_wsgi(layout, "keystone", "keystone", layout.keystone_port, _env(layout), health_path="/v3")
+
+
+def catalog(layout: Layout) -> list[CatalogEntry]:
+    """Every endpoint of the sandbox except CentralRegion's identity (bootstrap made it).
+
+    The one Keystone is listed in every region too, as shared-Keystone clouds do, so
+    clients pinned to any region find identity in their catalog."""
+    entries = [CatalogEntry("identity", "keystone", region, layout.auth_url) for region in layout.regions]
+    entries += [CatalogEntry("network", "neutron", CENTRAL_REGION, layout.url(layout.central_neutron_port))]
+    for region in layout.regions:
+        entries.append(CatalogEntry("network", "neutron", region, layout.url(layout.neutron_port(region))))
+        if layout.compute:
+            entries += [
+                CatalogEntry("compute", "nova", region, layout.url(layout.region_port(region, "nova"), "/v2.1")),
+                CatalogEntry("placement", "placement", region, layout.url(layout.region_port(region, "placement"))),
+                CatalogEntry("image", "glance", region, layout.url(layout.region_port(region, "glance"))),
+            ]
+    return entries
+
+
+def admin_connection(layout: Layout, region: str = CENTRAL_REGION):
+    import openstack
+
+    return openstack.connect(
+        auth_url=layout.auth_url, username="admin", password=PASSWORD, project_name="admin",
+        user_domain_name="Default", project_domain_name="Default", region_name=region,
+        identity_interface="public",
+    )
+
+
+def register(layout: Layout) -> None:
+    """Regions, projects, users, roles, services and endpoints, as devstack registers them."""
+    conn = runtime.retry(lambda: _authenticated(layout), "authenticating to keystone")
+    ident = conn.identity
+    for region in layout.regions:
+        if not ident.find_region(region):
+            ident.create_region(id=region)
+    default = ident.find_domain("Default")
+    roles = {name: _ensure_role(ident, name) for name in ("admin", "member", "reader", "service")}
+    service_project = _ensure_project(ident, "service", default.id)
+    for name in SERVICE_USERS:
+        user = _ensure_user(ident, name, default.id)
+        for role in ("admin", "service"):
+            ident.assign_project_role_to_user(service_project, user, roles[role])
+    demo_project = _ensure_project(ident, "demo", default.id)
+    demo = _ensure_user(ident, "demo", default.id)
+    ident.assign_project_role_to_user(demo_project, demo, roles["member"])
+    admin = ident.find_user("admin", domain_id=default.id)
+    ident.assign_project_role_to_user(demo_project, admin, roles["admin"])
+    services: dict[str, object] = {}
+    for entry in catalog(layout):
+        if entry.type not in services:
+            services[entry.type] = ident.find_service(entry.name, ignore_missing=True) or ident.create_service(name=entry.name, type=entry.type)
+        for interface in ("public", "internal"):
+            ident.create_endpoint(service_id=services[entry.type].id, interface=interface, url=entry.url, region_id=entry.region)
+
+
+def _authenticated(layout: Layout):
+    conn = admin_connection(layout)
+    conn.authorize()
+    return conn
+
+
+def _ensure_role(ident, name):
+    return ident.find_role(name) or ident.create_role(name=name)
+
+
+def _ensure_project(ident, name, domain_id):
+    return ident.find_project(name, domain_id=domain_id) or ident.create_project(name=name, domain_id=domain_id)
+
+
+def _ensure_user(ident, name, domain_id):
+    return ident.find_user(name, domain_id=domain_id) or ident.create_user(
+        name=name, password=PASSWORD, domain_id=domain_id, default_project_id=None)

@@ -1,0 +1,154 @@
+"""Where a sandbox keeps its files and which ports it uses.
+
+Every port derives from ``base_port`` so two sandboxes with different base ports
+never collide. The layout is saved as ``sandbox.json`` in the state directory, so
+``status``/``down``/``logs`` work without repeating the options given to ``up``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from pathlib import Path
+
+CENTRAL_REGION = "CentralRegion"
+DEFAULT_REGIONS = ("RegionOne", "RegionTwo")
+DEFAULT_BASE_PORT = 21000
+DEFAULT_STATE_DIR = ".sandbox"
+# Sandbox-only credentials: everything listens on 127.0.0.1.
+PASSWORD = "isthmus"
+STATE_FILE = "sandbox.json"
+
+# Port offsets. Central services use base+0..9, region i uses base+10*(i+1)+0..9.
+KEYSTONE_OFFSET = 0
+CENTRAL_NEUTRON_OFFSET = 1
+MARIADB_OFFSET = 9
+REGION_OFFSETS = {"neutron": 0, "nova": 1, "placement": 2, "glance": 3, "cinder": 4}
+MAX_REGIONS = 9
+
+_REGION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+
+def availability_zone(index: int) -> str:
+    """RegionOne is az1, RegionTwo az2, ... (by position in --regions)."""
+    return f"az{index + 1}"
+
+
+def parse_regions(text: str) -> tuple[str, ...]:
+    regions = tuple(r.strip() for r in text.split(",") if r.strip())
+    if not regions:
+        raise ValueError("--regions: give at least one region name")
+    if len(regions) > MAX_REGIONS:
+        raise ValueError(f"--regions: at most {MAX_REGIONS} regions, got {len(regions)}")
+    for name in regions:
+        if not _REGION_NAME.match(name):
+            raise ValueError(f"--regions: {name!r} is not a valid region name")
+        if name == CENTRAL_REGION:
+            raise ValueError(f"--regions: {CENTRAL_REGION} is the central region, not a compute region")
+    if len(set(regions)) != len(regions):
+        raise ValueError("--regions: region names repeat")
+    return regions
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    state_dir: Path
+    base_port: int = DEFAULT_BASE_PORT
+    regions: tuple[str, ...] = DEFAULT_REGIONS
+    compute: bool = True
+    # External database server for Nova/Placement; None = a private MariaDB.
+    db_url: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
+        if not 1024 <= self.base_port <= 65535 - 10 * (len(self.regions) + 1):
+            raise ValueError(f"--base-port: {self.base_port} leaves no room for the sandbox's ports")
+
+    # --- ports -----------------------------------------------------------------
+    @property
+    def keystone_port(self) -> int:
+        return self.base_port + KEYSTONE_OFFSET
+
+    @property
+    def central_neutron_port(self) -> int:
+        return self.base_port + CENTRAL_NEUTRON_OFFSET
+
+    @property
+    def mariadb_port(self) -> int:
+        return self.base_port + MARIADB_OFFSET
+
+    def region_port(self, region: str, service: str) -> int:
+        index = self.regions.index(region)
+        return self.base_port + 10 * (index + 1) + REGION_OFFSETS[service]
+
+    def neutron_port(self, region: str) -> int:
+        if region == CENTRAL_REGION:
+            return self.central_neutron_port
+        return self.region_port(region, "neutron")
+
+    def availability_zone(self, region: str) -> str:
+        return availability_zone(self.regions.index(region))
+
+    # --- URLs ------------------------------------------------------------------
+    @property
+    def auth_url(self) -> str:
+        return f"http://127.0.0.1:{self.keystone_port}/v3"
+
+    def url(self, port: int, path: str = "") -> str:
+        return f"http://127.0.0.1:{port}{path}"
+
+    # --- paths -----------------------------------------------------------------
+    @property
+    def etc(self) -> Path:
+        return self.state_dir / "etc"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def data(self) -> Path:
+        return self.state_dir / "data"
+
+    @property
+    def clouds_yaml(self) -> Path:
+        return self.state_dir / "clouds.yaml"
+
+    def sqlite_url(self, name: str) -> str:
+        return f"sqlite:///{self.data / (name + '.sqlite')}"
+
+    @property
+    def rabbit_vhost_prefix(self) -> str:
+        """One vhost per region: Nova's queue names (conductor, scheduler) carry
+        no region, so two regions on one vhost would consume each other's calls."""
+        digest = hashlib.sha1(str(self.state_dir).encode()).hexdigest()[:8]
+        return f"isthmus-{self.base_port}-{digest}"
+
+    def rabbit_vhost(self, region: str) -> str:
+        return f"{self.rabbit_vhost_prefix}-{region}"
+
+    def make_dirs(self) -> None:
+        for path in (self.etc, self.logs, self.run, self.data):
+            path.mkdir(parents=True, exist_ok=True)
+
+    # --- persistence -------------------------------------------------------------
+    def save(self) -> None:
+        record = dataclasses.asdict(self)
+        record["state_dir"] = str(self.state_dir)
+        record["regions"] = list(self.regions)
+        (self.state_dir / STATE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, state_dir: Path) -> "Layout | None":
+        path = Path(state_dir) / STATE_FILE
+        if not path.exists():
+            return None
+        record = json.loads(path.read_text())
+        record["regions"] = tuple(record["regions"])
+        return cls(**record)

@@ -1,0 +1,92 @@
+"""Neutron servers: one in CentralRegion, one per region, stock ML2 for now."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox.layout import PASSWORD, Layout
+
+
+def _dir(layout: Layout, region: str) -> Path:
+    return layout.etc / f"neutron-{region}"
+
+
+def _files(layout: Layout, region: str) -> list[Path]:
+    return [_dir(layout, region) / "neutron.conf", _dir(layout, region) / "ml2_conf.ini"]
+
+
+def write_config(layout: Layout, region: str) -> None:
+    conf_dir = _dir(layout, region)
+    ini.write(conf_dir / "neutron.conf", {
+        "DEFAULT": {
+            "core_plugin": "ml2",
+            "service_plugins": "",
+            "auth_strategy": "keystone",
+            "api_paste_config": runtime.VENV_ETC / "neutron" / "api-paste.ini",
+            # No agents in the sandbox: no RPC workers, no DHCP notifications.
+            "rpc_workers": 0,
+            "rpc_state_report_workers": 0,
+            "dhcp_agent_notification": False,
+            "notify_nova_on_port_status_changes": False,
+            "notify_nova_on_port_data_changes": False,
+            "transport_url": _transport_url(layout, region),
+            "host": f"neutron-{region}",
+            "state_path": layout.data / f"neutron-{region}",
+            "debug": False,
+        },
+        "database": {"connection": layout.sqlite_url(f"neutron-{region}")},
+        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "neutron", PASSWORD, region),
+        "oslo_concurrency": {"lock_path": layout.data / f"neutron-{region}" / "lock"},
+        "oslo_messaging_notifications": {"driver": "noop"},
+        "quotas": {"quota_network": -1, "quota_subnet": -1, "quota_port": -1, "quota_security_group": -1,
+                   "quota_security_group_rule": -1, "quota_router": -1, "quota_floatingip": -1},
+        "agent": {"report_interval": 0},
+    })
+    ini.write(conf_dir / "ml2_conf.ini", {
+        "ml2": {
+            "type_drivers": "flat,vlan,vxlan",
+            "tenant_network_types": "vxlan",
+            "mechanism_drivers": "isthmus_sandbox_binder",
+            "extension_drivers": "port_security",
+        },
+        "ml2_type_vxlan": {"vni_ranges": "1:100000"},
+        "ml2_type_flat": {"flat_networks": "*"},
+        "ml2_type_vlan": {"network_vlan_ranges": "physnet1:100:2999"},
+        "securitygroup": {"enable_security_group": True},
+    })
+
+
+def _transport_url(layout: Layout, region: str) -> str:
+    """Neutron casts agent notifications even with no agents; a broker must exist.
+
+    Without compute we have no vhost, so use a fake transport (no broker needed)."""
+    if not layout.compute:
+        return "fake:/"
+    from isthmus.sandbox import rabbitmq
+
+    return rabbitmq.transport_url(layout, region)
+
+
+def env(layout: Layout, region: str) -> dict[str, str]:
+    return {
+        "OS_NEUTRON_CONFIG_DIR": str(_dir(layout, region)),
+        "OS_NEUTRON_CONFIG_FILES": ";".join(p.name for p in _files(layout, region)),
+    }
+
+
+def prepare(layout: Layout, region: str) -> None:
+    """Create the schema. Neutron's migrations cannot ALTER on SQLite, so build
+    the schema from the models and stamp alembic's heads, as SQLite allows."""
+    write_config(layout, region)
+    (layout.data / f"neutron-{region}" / "lock").mkdir(parents=True, exist_ok=True)
+    log = layout.logs / f"neutron-{region}-setup.log"
+    url = layout.sqlite_url(f"neutron-{region}")
+    process.run([sys.executable, "-m", "isthmus.sandbox.neutron_schema", url], log, what=f"neutron-{region} schema")
+    conf_args = [arg for path in _files(layout, region) for arg in ("--config-file", str(path))]
+    process.run([runtime.tool("neutron-db-manage"), *conf_args, "stamp", "heads"], log, what=f"neutron-{region} stamp")
+
+
+def start(layout: Layout, region: str) -> process.ServiceRecord:
+    return runtime.start_wsgi(layout, f"neutron-{region}", "neutron", layout.neutron_port(region), env(layout, region))

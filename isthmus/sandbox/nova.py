@@ -1,0 +1,147 @@
+"""Nova per region: API, conductor, scheduler and one fake-driver compute host."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from isthmus.sandbox import database, ini, process, rabbitmq, runtime
+from isthmus.sandbox.layout import PASSWORD, Layout
+
+FLAVOR = "m1.tiny"
+
+
+def compute_host(region: str) -> str:
+    return f"{region.lower()}-compute"
+
+
+def _dir(layout: Layout, region: str) -> Path:
+    return layout.etc / f"nova-{region}"
+
+
+def _conf(layout: Layout, region: str) -> Path:
+    return _dir(layout, region) / "nova.conf"
+
+
+def write_config(layout: Layout, region: str) -> None:
+    key = region.lower()
+    state = layout.data / f"nova-{region}"
+    client = lambda user: ini.service_client(layout.auth_url, user, PASSWORD, region)  # noqa: E731
+    ini.write(_conf(layout, region), {
+        "DEFAULT": {
+            "host": compute_host(region),
+            "transport_url": rabbitmq.transport_url(layout, region),
+            "compute_driver": "fake.FakeDriverWithoutFakeNodes",
+            "state_path": state,
+            "instances_path": state / "instances",
+            "default_availability_zone": layout.availability_zone(region),
+            "default_schedule_zone": None,
+            # No real VIFs: do not wait for Neutron's vif-plugged events.
+            "vif_plugging_is_fatal": False,
+            "vif_plugging_timeout": 0,
+            "periodic_fuzzy_delay": 0,
+            "my_ip": "127.0.0.1",
+            "debug": False,
+        },
+        "api": {"auth_strategy": "keystone"},
+        "api_database": {"connection": database.url(layout, f"nova_api_{key}")},
+        "database": {"connection": database.url(layout, f"nova_{key}")},
+        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "nova", PASSWORD, region),
+        "service_user": {"send_service_user_token": True, **client("nova")},
+        "placement": client("placement"),
+        "neutron": client("neutron"),
+        "glance": {"region_name": region, "valid_interfaces": "internal,public"},
+        "cinder": {"os_region_name": region},
+        "scheduler": {"discover_hosts_in_cells_interval": 2},
+        "vnc": {"enabled": False},
+        "oslo_messaging_notifications": {"driver": "noop"},
+        "oslo_concurrency": {"lock_path": state / "lock"},
+        # Sandbox bursts (10-20 concurrent boots) must not hit default quotas.
+        "quota": {"instances": -1, "cores": -1, "ram": -1, "key_pairs": -1,
+                  "server_groups": -1, "server_group_members": -1},
+    })
+
+
+def _compute_config(layout: Layout, region: str) -> Path:
+    """nova-compute must not see database connections: it reaches them via the conductor."""
+    path = _dir(layout, region) / "nova-compute.conf"
+    text = _conf(layout, region).read_text()
+    kept, skip = [], False
+    for line in text.splitlines():
+        if line.startswith("["):
+            skip = line in ("[api_database]", "[database]")
+        if not skip:
+            kept.append(line)
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+def _env(layout: Layout, region: str) -> dict[str, str]:
+    # nova-api reads api-paste.ini and nova.conf from this directory.
+    return {"OS_NOVA_CONFIG_DIR": str(_dir(layout, region))}
+
+
+def prepare(layout: Layout, region: str) -> None:
+    """API database, cell0 and cell1 mappings, cell schema."""
+    write_config(layout, region)
+    shutil.copy(runtime.VENV_ETC / "nova" / "api-paste.ini", _dir(layout, region) / "api-paste.ini")
+    (layout.data / f"nova-{region}" / "lock").mkdir(parents=True, exist_ok=True)
+    (layout.data / f"nova-{region}" / "instances").mkdir(parents=True, exist_ok=True)
+    manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
+    log = layout.logs / f"nova-{region}-setup.log"
+    process.run([*manage, "api_db", "sync"], log, what=f"nova-{region} api_db sync")
+    cell0 = database.url(layout, f"nova_cell0_{region.lower()}")
+    process.run([*manage, "cell_v2", "map_cell0", "--database_connection", cell0], log, what=f"nova-{region} map_cell0")
+    process.run([*manage, "cell_v2", "create_cell", "--name", "cell1"], log, what=f"nova-{region} create_cell")
+    process.run([*manage, "db", "sync"], log, what=f"nova-{region} db sync")
+
+
+def start_api(layout: Layout, region: str) -> process.ServiceRecord:
+    return runtime.start_wsgi(layout, f"nova-api-{region}", "nova_api", layout.region_port(region, "nova"),
+                              _env(layout, region), threads=16)
+
+
+def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:
+    """Conductor and scheduler; they need placement answering when they start."""
+    conf = ["--config-file", str(_conf(layout, region))]
+    return [
+        runtime.start_daemon(layout, f"nova-{svc}-{region}", [runtime.tool(f"nova-{svc}"), *conf])
+        for svc in ("conductor", "scheduler")
+    ]
+
+
+def start_compute(layout: Layout, region: str) -> process.ServiceRecord:
+    conf = _compute_config(layout, region)
+    return runtime.start_daemon(layout, f"nova-compute-{region}", [runtime.tool("nova-compute"), "--config-file", str(conf)])
+
+
+def wait_compute_ready(layout: Layout, region: str, conn, record: process.ServiceRecord, timeout: float = 180) -> None:
+    """The compute service reports up and its host is mapped to cell1."""
+    host = compute_host(region)
+
+    def service_up() -> bool:
+        return any(s.host == host and s.state == "up" for s in conn.compute.services(binary="nova-compute"))
+
+    process.wait_until(lambda: _safe(service_up), f"waiting for nova-compute in {region} to report", timeout, record)
+    manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
+    process.run([*manage, "cell_v2", "discover_hosts"], layout.logs / f"nova-{region}-setup.log",
+                what=f"nova-{region} discover_hosts")
+
+    def hypervisor_listed() -> bool:
+        return any(True for _ in conn.compute.hypervisors())
+
+    process.wait_until(lambda: _safe(hypervisor_listed), f"waiting for the {region} hypervisor", timeout, record)
+
+
+def ensure_flavor(conn) -> None:
+    if not conn.compute.find_flavor(FLAVOR, ignore_missing=True):
+        conn.compute.create_flavor(name=FLAVOR, ram=64, vcpus=1, disk=1, is_public=True)
+
+
+def _safe(check) -> bool:
+    try:
+        return check()
+    except Exception:  # noqa: BLE001 - the API may not be ready yet
+        time.sleep(0.5)
+        return False

@@ -1,0 +1,29 @@
+"""Placement, one per region."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from isthmus.sandbox import database, ini, process, runtime
+from isthmus.sandbox.layout import PASSWORD, Layout
+
+
+def _dir(layout: Layout, region: str) -> Path:
+    return layout.etc / f"placement-{region}"
+
+
+def prepare(layout: Layout, region: str) -> None:
+    conf = _dir(layout, region) / "placement.conf"
+    ini.write(conf, {
+        "DEFAULT": {"debug": False},
+        "api": {"auth_strategy": "keystone"},
+        "placement_database": {"connection": database.url(layout, f"placement_{region.lower()}")},
+        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "placement", PASSWORD, region),
+    })
+    process.run([runtime.tool("placement-manage"), "--config-file", str(conf), "db", "sync"],
+                layout.logs / f"placement-{region}-setup.log", what=f"placement-{region} db sync")
+
+
+def start(layout: Layout, region: str) -> process.ServiceRecord:
+    env = {"OS_PLACEMENT_CONFIG_DIR": str(_dir(layout, region))}
+    return runtime.start_wsgi(layout, f"placement-{region}", "placement", layout.region_port(region, "placement"), env)

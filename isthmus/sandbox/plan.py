@@ -1,0 +1,82 @@
+"""The steps that bring a sandbox up, and the ports it will listen on."""
+
+from __future__ import annotations
+
+from isthmus.sandbox import database, glance, keystone, nova, neutron, placement, rabbitmq, runtime
+from isthmus.sandbox.dag import Step
+from isthmus.sandbox.layout import CENTRAL_REGION, Layout
+
+
+def planned_ports(layout: Layout) -> list[tuple[str, int]]:
+    ports = [("keystone", layout.keystone_port), (f"neutron-{CENTRAL_REGION}", layout.central_neutron_port)]
+    if layout.compute and not layout.db_url:
+        ports.append(("mariadb", layout.mariadb_port))
+    for region in layout.regions:
+        ports.append((f"neutron-{region}", layout.neutron_port(region)))
+        if layout.compute:
+            for service in ("nova", "placement", "glance"):
+                name = "nova-api" if service == "nova" else service
+                ports.append((f"{name}-{region}", layout.region_port(region, service)))
+    return ports
+
+
+def _serve(start):
+    """A step that starts an HTTP service and waits until it answers."""
+    def step() -> None:
+        runtime.wait_http(start())
+    return step
+
+
+def steps(layout: Layout) -> list[Step]:
+    plan = [
+        Step("keystone-setup", lambda: keystone.prepare(layout), what="schema, keys, bootstrap"),
+        Step("keystone", _serve(lambda: keystone.start(layout)), ("keystone-setup",), "starting, waiting for health"),
+        Step("catalog", lambda: keystone.register(layout), ("keystone",), "regions, users, services, endpoints"),
+    ]
+    infra: tuple[str, ...] = ()
+    if layout.compute:
+        def mariadb() -> None:
+            database.start_private(layout)
+            database.create_databases(layout)
+        plan += [
+            Step("mariadb", mariadb, what="private server" if not layout.db_url else "databases on --db-url"),
+            Step("rabbitmq", lambda: rabbitmq.create_vhosts(layout), what="one vhost per region"),
+        ]
+        infra = ("rabbitmq",)
+    for region in (CENTRAL_REGION, *layout.regions):
+        plan += [
+            Step(f"neutron-setup-{region}", lambda r=region: neutron.prepare(layout, r), what="schema"),
+            Step(f"neutron-{region}", _serve(lambda r=region: neutron.start(layout, r)),
+                 (f"neutron-setup-{region}", *infra), "starting, waiting for health"),
+        ]
+    if layout.compute:
+        for region in layout.regions:
+            plan += _compute_steps(layout, region)
+    return plan
+
+
+def _compute_steps(layout: Layout, region: str) -> list[Step]:
+    r = region
+
+    def compute() -> None:
+        record = nova.start_compute(layout, r)
+        nova.wait_compute_ready(layout, r, keystone.admin_connection(layout, r), record)
+
+    def content() -> None:
+        conn = keystone.admin_connection(layout, r)
+        glance.ensure_tiny_image(conn)
+        nova.ensure_flavor(conn)
+
+    return [
+        Step(f"placement-setup-{r}", lambda: placement.prepare(layout, r), ("mariadb",), "db sync"),
+        Step(f"placement-{r}", _serve(lambda: placement.start(layout, r)), (f"placement-setup-{r}",), "starting"),
+        Step(f"nova-setup-{r}", lambda: nova.prepare(layout, r), ("mariadb", "rabbitmq"), "api db, cells, schema"),
+        Step(f"nova-api-{r}", _serve(lambda: nova.start_api(layout, r)), (f"nova-setup-{r}",), "starting"),
+        Step(f"glance-setup-{r}", lambda: glance.prepare(layout, r), (), "schema"),
+        Step(f"glance-{r}", _serve(lambda: glance.start(layout, r)), (f"glance-setup-{r}",), "starting"),
+        Step(f"nova-control-{r}", lambda: nova.start_control(layout, r),
+             (f"nova-setup-{r}", f"placement-{r}", "catalog"), "conductor, scheduler"),
+        Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}"),
+             "starting, waiting for the host to report"),
+        Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"), f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
+    ]

@@ -1,0 +1,73 @@
+"""Shared helpers for starting the OpenStack services of a sandbox."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Mapping
+
+from isthmus.sandbox import process
+from isthmus.sandbox.layout import Layout
+
+BIN = Path(sys.executable).parent
+# Data files (paste configs) that the service wheels install under the venv.
+VENV_ETC = Path(sys.prefix) / "etc"
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        raise process.SandboxError(f"{name} is not installed in {BIN}; run the README's setup command")
+    return str(path)
+
+
+def start_wsgi(
+    layout: Layout,
+    name: str,
+    factory: str,
+    port: int,
+    env: Mapping[str, str],
+    threads: int = 8,
+    health_path: str = "/",
+) -> process.ServiceRecord:
+    """Serve one OpenStack WSGI app with gunicorn (one worker process, threads)."""
+    log = layout.logs / f"{name}.log"
+    argv = [
+        sys.executable, "-m", "gunicorn",
+        "--no-control-socket",  # gunicorn 27 shares one control socket per user otherwise
+        "--bind", f"127.0.0.1:{port}",
+        "--workers", "1",
+        "--worker-class", "gthread",
+        "--threads", str(threads),
+        "--timeout", "300",
+        "--graceful-timeout", "5",
+        "--name", f"isthmus-{name}",
+        "--error-logfile", "-",
+        f"isthmus.sandbox.wsgi:{factory}()",
+    ]
+    return process.start(
+        name, argv, log=log, run_dir=layout.run, env=env,
+        port=port, url=layout.url(port, health_path),
+    )
+
+
+def start_daemon(layout: Layout, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> process.ServiceRecord:
+    return process.start(name, argv, log=layout.logs / f"{name}.log", run_dir=layout.run, env=env)
+
+
+def wait_http(record: process.ServiceRecord, timeout: float = 180) -> float:
+    assert record.url
+    return process.wait_until(lambda: process.http_ok(record.url), f"waiting for {record.url}", timeout, record)
+
+
+def retry(fn, what: str, timeout: float = 60, interval: float = 1.0):
+    """Call ``fn`` until it stops raising (services that answer before they are ready)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001 - reported with context below
+            if time.monotonic() > deadline:
+                raise process.SandboxError(f"{what}: {err}") from err
+            time.sleep(interval)
