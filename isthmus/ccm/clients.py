@@ -1,0 +1,269 @@
+"""OpenStack clients: one Keystone session, lazy isolated per-region clients.
+
+One keystoneauth session authenticates once (and re-authenticates) for all
+regions; each region gets its own openstacksdk ``Connection`` built on that
+session, created on first use and cached. A region that is missing from the
+catalog or down raises :class:`RegionError` for the lookups that need it and
+nothing else: other regions keep working, and a failed creation is not
+cached, so a region that comes back is used again without a restart.
+(Upstream PR #2595 built every region eagerly and gave up on all of them if
+one failed.)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from isthmus.ccm.config import AuthOptions, CloudConfig
+from isthmus.ccm.errors import RegionError
+from isthmus.ccm.model import Flavor, Network, Port, Server, ServerAddress
+
+LOG = logging.getLogger(__name__)
+
+SERVICES = ("compute", "network")
+USER_AGENT = "isthmus-ccm"
+
+
+def build_auth(opts: AuthOptions) -> Any:
+    """A keystoneauth plugin for the ``[Global]`` credentials.
+
+    Application credentials, then a token, then a password (trust-scoped when
+    ``trust-id`` is set), as OCCM picks them. ``domain-*`` is the fallback for
+    both the user's and the project's domain.
+    """
+    from keystoneauth1.identity import generic, v3
+
+    if opts.application_credential_id or opts.application_credential_name:
+        return v3.ApplicationCredential(
+            auth_url=opts.auth_url,
+            application_credential_secret=opts.application_credential_secret,
+            application_credential_id=opts.application_credential_id or None,
+            application_credential_name=opts.application_credential_name or None,
+            user_id=opts.user_id or None,
+            username=opts.username or None,
+            user_domain_id=opts.user_domain_id or opts.domain_id or None,
+            user_domain_name=opts.user_domain_name or opts.domain_name or None,
+        )
+    project_scoped = bool(opts.tenant_id or opts.tenant_name)
+    scope: dict[str, Any] = {
+        "project_id": opts.tenant_id or None,
+        "project_name": opts.tenant_name or None,
+        "project_domain_id": opts.tenant_domain_id or opts.domain_id or None,
+        "project_domain_name": opts.tenant_domain_name or opts.domain_name or None,
+        "trust_id": opts.trust_id or None,
+    }
+    if not project_scoped and not opts.trust_id:
+        scope.update(domain_id=opts.domain_id or None, domain_name=opts.domain_name or None)
+    if opts.token:
+        return generic.Token(auth_url=opts.auth_url, token=opts.token, **scope)
+    return generic.Password(
+        auth_url=opts.auth_url,
+        user_id=opts.user_id or None,
+        username=opts.username or None,
+        password=opts.password,
+        user_domain_id=opts.user_domain_id or opts.domain_id or None,
+        user_domain_name=opts.user_domain_name or opts.domain_name or None,
+        **scope,
+    )
+
+
+def build_session(config: CloudConfig, auth: Any | None = None) -> Any:
+    """The one session; ``[Metadata] request-timeout`` bounds every API call."""
+    from keystoneauth1 import session
+
+    opts = config.global_
+    verify: bool | str = opts.ca_file or opts.verify_tls
+    if not opts.verify_tls:
+        verify = False
+    cert = (opts.cert_file, opts.key_file) if opts.cert_file and opts.key_file else opts.cert_file or None
+    return session.Session(
+        auth=auth if auth is not None else build_auth(opts),
+        verify=verify,
+        cert=cert,
+        timeout=config.metadata.request_timeout,
+        app_name=USER_AGENT,
+    )
+
+
+@contextmanager
+def _region_errors(region: str, what: str) -> Iterator[None]:
+    """Turn any SDK / keystoneauth failure into a RegionError for ``region``."""
+    from keystoneauth1 import exceptions as ksa_exc
+    from openstack import exceptions as sdk_exc
+
+    try:
+        yield
+    except RegionError:
+        raise
+    except (sdk_exc.SDKException, ksa_exc.ClientException) as exc:
+        raise RegionError(region, f"{what}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _get_or_none(region: str, what: str, fetch: Callable[[], Any]) -> Any | None:
+    """``fetch()``, with 404 as ``None`` and other failures as RegionError."""
+    from openstack import exceptions as sdk_exc
+
+    with _region_errors(region, what):
+        try:
+            return fetch()
+        except sdk_exc.NotFoundException:
+            return None
+
+
+# Go's regexp.QuoteMeta set: Nova treats the name filter as a regex.
+_REGEX_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def exact_name_filter(name: str) -> str:
+    escaped = _REGEX_META.sub(r"\\\1", name)
+    return f"^{escaped}$"
+
+
+def to_server(raw: Any) -> Server:
+    """An openstacksdk Server resource as a plain record."""
+    flavor = raw.flavor
+    flavor_ref: dict[str, str] = {}
+    if flavor is not None:
+        # From compute 2.47 Nova embeds the flavor (original_name, no id).
+        if flavor.original_name:
+            flavor_ref["original_name"] = flavor.original_name
+        elif flavor.id:
+            flavor_ref["id"] = flavor.id
+    addresses = {
+        net: tuple(ServerAddress(str(e.get("addr", "")), str(e.get("OS-EXT-IPS:type") or "")) for e in entries)
+        for net, entries in (raw.addresses or {}).items()
+    }
+    return Server(
+        id=raw.id,
+        name=raw.name or "",
+        status=raw.status or "",
+        availability_zone=raw.availability_zone or "",
+        flavor=flavor_ref,
+        addresses=addresses,
+        access_ipv4=raw.access_ipv4 or "",
+        access_ipv6=raw.access_ipv6 or "",
+        metadata={str(k): str(v) for k, v in (raw.metadata or {}).items()},
+    )
+
+
+def to_port(raw: Any) -> Port:
+    trunk = raw.trunk_details or {}
+    return Port(
+        id=raw.id,
+        status=raw.status or "",
+        fixed_ips=tuple(ip["ip_address"] for ip in (raw.fixed_ips or []) if ip.get("ip_address")),
+        network_id=raw.network_id or "",
+        subport_ids=tuple(sp["port_id"] for sp in trunk.get("sub_ports") or [] if sp.get("port_id")),
+    )
+
+
+class OpenStackRegionClient:
+    """:class:`~isthmus.ccm.instances.RegionClient` over an openstacksdk Connection."""
+
+    def __init__(self, region: str, connection: Any) -> None:
+        self.region = region
+        self._conn = connection
+
+    def get_server(self, server_id: str) -> Server | None:
+        raw = _get_or_none(self.region, f"GET server {server_id}", lambda: self._conn.compute.get_server(server_id))
+        return None if raw is None else to_server(raw)
+
+    def find_servers(self, name: str) -> list[Server]:
+        with _region_errors(self.region, f"list servers named {name!r}"):
+            found = [to_server(s) for s in self._conn.compute.servers(details=True, name=exact_name_filter(name))]
+        # Nova's regex match may differ from ours (collation, engine): keep exact names only.
+        return [s for s in found if s.name == name]
+
+    def get_flavor(self, flavor_id: str) -> Flavor | None:
+        raw = _get_or_none(self.region, f"GET flavor {flavor_id}", lambda: self._conn.compute.get_flavor(flavor_id))
+        return None if raw is None else Flavor(id=raw.id, name=raw.name or "")
+
+    def list_ports(self, device_id: str) -> list[Port]:
+        with _region_errors(self.region, f"list ports of {device_id}"):
+            return [to_port(p) for p in self._conn.network.ports(device_id=device_id)]
+
+    def get_port(self, port_id: str) -> Port | None:
+        raw = _get_or_none(self.region, f"GET port {port_id}", lambda: self._conn.network.get_port(port_id))
+        return None if raw is None else to_port(raw)
+
+    def get_network(self, network_id: str) -> Network | None:
+        raw = _get_or_none(self.region, f"GET network {network_id}", lambda: self._conn.network.get_network(network_id))
+        return None if raw is None else Network(id=raw.id, name=raw.name or "")
+
+
+def _sdk_connection(session: Any, region: str, interface: str) -> Any:
+    from openstack import connection
+
+    return connection.Connection(session=session, region_name=region, interface=interface)
+
+
+class OpenStackClients:
+    """Per-region clients on one session; implements ``RegionClients``."""
+
+    def __init__(
+        self,
+        session: Any,
+        regions: tuple[str, ...],
+        interface: str = "public",
+        connect: Callable[[Any, str, str], Any] = _sdk_connection,
+    ) -> None:
+        self.session = session
+        self.regions = regions
+        self.interface = interface
+        self._connect = connect
+        self._clients: dict[str, OpenStackRegionClient] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: CloudConfig) -> OpenStackClients:
+        return cls(build_session(config), config.regions, config.global_.interface)
+
+    def client(self, region: str) -> OpenStackRegionClient:
+        with self._lock:
+            cached = self._clients.get(region)
+        if cached is not None:
+            return cached
+        if region not in self.regions:
+            raise RegionError(region, "not a configured region")
+        self._check_catalog(region)
+        created = OpenStackRegionClient(region, self._connect(self.session, region, self.interface))
+        with self._lock:
+            return self._clients.setdefault(region, created)
+
+    def _check_catalog(self, region: str) -> None:
+        """Fail early, and by name, if the catalog lacks this region's services.
+
+        This reads the token's catalog: one Keystone call shared by all
+        regions, none once the token is cached.
+        """
+        from keystoneauth1 import exceptions as ksa_exc
+
+        for service in SERVICES:
+            with _region_errors(region, f"{service} endpoint lookup"):
+                try:
+                    url = self.session.get_endpoint(service_type=service, interface=self.interface, region_name=region)
+                except ksa_exc.EndpointNotFound:
+                    url = None
+            if not url:
+                raise RegionError(region, f"no {service} endpoint ({self.interface}) in the service catalog")
+
+    def check(self) -> dict[str, str | None]:
+        """Region -> error text, or None if usable; for a startup report."""
+        report: dict[str, str | None] = {}
+        for region in self.regions:
+            try:
+                self.client(region)
+            except RegionError as exc:
+                report[region] = exc.message
+            else:
+                report[region] = None
+        return report
