@@ -90,6 +90,8 @@ class Leases:
                 if not rows.cas(conn, job, values, now):
                     continue
                 claimed = rows.fetch(conn, job.id)
+                if job.status is JobStatus.RUNNING:
+                    LOG.warning("job %s (%s %s): lease of %s expired, taken over", job.id, job.job_type, job.resource_id, job.lease_owner)
                 if claimed is not None and claimed.status is JobStatus.RUNNING:
                     claims.append(Claim(claimed))
                 else:

@@ -271,7 +271,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker.run()
     worker.leases.engine.dispose()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

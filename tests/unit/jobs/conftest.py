@@ -95,19 +95,27 @@ def server_databases() -> Iterator[ServerDatabases]:
 def db_url(request: pytest.FixtureRequest, tmp_path, server_databases: ServerDatabases) -> str:
     """A database URL with the job tables present and empty."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/isthmus.sqlite"
-    url = server_databases.url(request.param)
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        for table in reversed(metadata.sorted_tables):
-            conn.execute(table.delete())
+        url = f"sqlite:///{tmp_path}/isthmus.sqlite"
+        engine = make_engine(url)
+        create_schema(engine)
+    else:
+        url = server_databases.url(request.param)
+        engine = make_engine(url)
+        with engine.begin() as conn:
+            for table in reversed(metadata.sorted_tables):
+                conn.execute(table.delete())
     engine.dispose()
     return url
 
 
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path}/isthmus.sqlite"
+    """SQLite only, for worker behaviour that does not depend on the backend."""
+    url = f"sqlite:///{tmp_path}/isthmus.sqlite"
+    engine = make_engine(url)
+    create_schema(engine)
+    engine.dispose()
+    return url
 
 
 @pytest.fixture
