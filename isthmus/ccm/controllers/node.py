@@ -1,0 +1,168 @@
+"""Cloud node controller: initialise new Nodes, keep their addresses current.
+
+A Node carrying the ``uninitialized`` taint (kubelet ``--cloud-provider=external``)
+is looked up in the cloud; then, in one patch: ``spec.providerID`` if empty,
+the region/zone/instance-type labels (GA and beta) for non-empty values, and
+the taint removed. Its addresses are patched right after. A failed lookup
+leaves the taint, and the Node is retried with a per-node backoff. Labels
+and providerID are written only at initialisation (as upstream); only the
+addresses are re-synced, periodically.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from isthmus.ccm.controllers.kube import (
+    ANNOTATION_PROVIDED_NODE_IP,
+    BETA_LABELS,
+    LABEL_INSTANCE_TYPE,
+    LABEL_REGION,
+    LABEL_ZONE,
+    TAINT_UNINITIALIZED,
+    CloudInstances,
+    NodeAPI,
+    NodeView,
+    is_conflict,
+    with_precondition,
+)
+from isthmus.ccm.errors import CCMError
+from isthmus.ccm.instances import InstanceMetadata
+from isthmus.ccm.model import HOSTNAME, NodeAddress
+
+LOG = logging.getLogger(__name__)
+
+
+def apply_provided_node_ips(addresses: Sequence[NodeAddress], annotation: str) -> list[NodeAddress]:
+    """Honour kubelet ``--node-ip``: those addresses first, same-type others dropped.
+
+    Every given IP must be among the cloud's addresses, else the Node cannot
+    be initialised (an error, as upstream).
+    """
+    wanted = [ip.strip() for ip in annotation.split(",") if ip.strip()]
+    if not wanted:
+        return list(addresses)
+    chosen: list[NodeAddress] = []
+    for ip in wanted:
+        match = next((a for a in addresses if a.address == ip), None)
+        if match is None:
+            raise CCMError(f"failed to get node address from cloud provider that matches ip: {ip}")
+        chosen.append(match)
+    types = {a.type for a in chosen}
+    return chosen + [a for a in addresses if a not in chosen and a.type not in types]
+
+
+def desired_addresses(node: NodeView, cloud: Sequence[NodeAddress]) -> list[NodeAddress]:
+    """Cloud addresses, plus the kubelet's Hostname if the cloud gave none."""
+    out = list(cloud)
+    if not any(a.type == HOSTNAME for a in out):
+        out += [a for a in node.addresses if a.type == HOSTNAME]
+    annotation = node.annotations.get(ANNOTATION_PROVIDED_NODE_IP, "")
+    return apply_provided_node_ips(out, annotation) if annotation else out
+
+
+def init_patch(node: NodeView, meta: InstanceMetadata) -> dict[str, Any]:
+    """The one merge patch that initialises ``node`` from cloud metadata."""
+    labels: dict[str, str] = {}
+    for label, value in ((LABEL_INSTANCE_TYPE, meta.instance_type), (LABEL_ZONE, meta.zone),
+                         (LABEL_REGION, meta.region)):
+        if value:  # empty values never touch labels
+            labels[label] = labels[BETA_LABELS[label]] = value
+    spec: dict[str, Any] = {"taints": [t for t in node.taints if t.get("key") != TAINT_UNINITIALIZED]}
+    if not node.provider_id:
+        spec["providerID"] = meta.provider_id
+    patch: dict[str, Any] = {"spec": spec}
+    if labels:
+        patch["metadata"] = {"labels": labels}
+    return with_precondition(node, patch)
+
+
+def beta_to_ga_patch(node: NodeView) -> dict[str, Any] | None:
+    """Copy beta label values to missing or different GA labels (upstream does this)."""
+    labels = {ga: node.labels[beta] for ga, beta in BETA_LABELS.items()
+              if beta in node.labels and node.labels.get(ga) != node.labels[beta]}
+    return {"metadata": {"labels": labels}} if labels else None
+
+
+@dataclass
+class Backoff:
+    """Per-key exponential backoff: 5 ms doubling to 1000 s, as client-go's default."""
+
+    base: float = 0.005
+    cap: float = 1000.0
+    clock: Callable[[], float] = time.monotonic
+    _next: dict[str, tuple[float, float]] = field(default_factory=dict)  # key -> (due, delay)
+
+    def due(self, key: str) -> bool:
+        entry = self._next.get(key)
+        return entry is None or self.clock() >= entry[0]
+
+    def failed(self, key: str) -> float:
+        delay = min(self.cap, self._next.get(key, (0.0, self.base / 2))[1] * 2)
+        self._next[key] = (self.clock() + delay, delay)
+        return delay
+
+    def succeeded(self, key: str) -> None:
+        self._next.pop(key, None)
+
+
+@dataclass
+class NodeController:
+    nodes: NodeAPI
+    cloud: CloudInstances
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def sync(self, views: Iterable[NodeView]) -> None:
+        """One pass over listed Nodes: initialise tainted ones, fix labels of others."""
+        for node in views:
+            if not node.has_taint(TAINT_UNINITIALIZED):
+                patch = beta_to_ga_patch(node)
+                if patch:
+                    self.nodes.patch(node.name, patch)
+                continue
+            if not self.backoff.due(node.name):
+                continue
+            try:
+                self.initialise(node)
+            except Exception as exc:  # noqa: BLE001 - any failure keeps the taint; retry later
+                delay = self.backoff.failed(node.name)
+                LOG.warning("node %s: initialisation failed (retry in %.1fs): %s", node.name, delay, exc)
+            else:
+                self.backoff.succeeded(node.name)
+
+    def initialise(self, node: NodeView, attempts: int = 20) -> None:
+        """Look up, then patch; re-read and retry on a write conflict."""
+        meta = self.cloud.instance_metadata(node.ref)
+        if not meta.provider_id and not node.provider_id:
+            raise CCMError("cloud gave no providerID and the node has none")
+        addresses = desired_addresses(node, meta.addresses)  # validate before touching the Node
+        for attempt in range(attempts):
+            try:
+                self.nodes.patch(node.name, init_patch(node, meta))
+                break
+            except Exception as exc:
+                if not is_conflict(exc) or attempt == attempts - 1:
+                    raise
+                node = self.nodes.get(node.name)
+                if not node.has_taint(TAINT_UNINITIALIZED):
+                    return  # someone else initialised it meanwhile
+        self.nodes.patch_addresses(node.name, addresses)
+        LOG.info("node %s: initialised in region %s (%s)", node.name, meta.region, meta.provider_id or node.provider_id)
+
+    def update_addresses(self, views: Iterable[NodeView]) -> None:
+        """Periodic re-sync of initialised Nodes' addresses; failures only log."""
+        for node in views:
+            if node.has_taint(TAINT_UNINITIALIZED):
+                continue
+            try:
+                addresses = desired_addresses(node, self.cloud.instance_metadata(node.ref).addresses)
+            except Exception as exc:  # noqa: BLE001 - keep the old addresses on any failure
+                LOG.warning("node %s: address update skipped: %s", node.name, exc)
+                continue
+            if tuple(addresses) != node.addresses:
+                self.nodes.patch_addresses(node.name, addresses)
+                LOG.info("node %s: addresses updated", node.name)
