@@ -1,0 +1,77 @@
+"""Shared fixtures: the real sandbox that integration tests run against."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    state_dir: Path
+    base_port: int
+    regions: tuple[str, ...]
+
+    @property
+    def clouds_yaml(self) -> Path:
+        return self.state_dir / "clouds.yaml"
+
+    def connect(self, region: str, cloud: str = "isthmus-demo"):
+        import openstack.config
+
+        config = openstack.config.OpenStackConfig(config_files=[str(self.clouds_yaml)])
+        return openstack.connection.Connection(config=config.get_one(cloud=cloud, region_name=region))
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "OS_CLIENT_CONFIG_FILE": str(self.clouds_yaml)}
+
+
+def isthmus(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the real ``isthmus`` console script."""
+    result = subprocess.run([str(BIN / "isthmus"), *args], capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"isthmus {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def free_base_port(start: int, regions: int) -> int:
+    """The first block of ports (base .. base+10*(regions+1)) with nothing listening."""
+    from isthmus.sandbox.process import port_is_free
+
+    for base in range(start, 60000, 500):
+        if all(port_is_free(p) for p in range(base, base + 10 * (regions + 1))):
+            return base
+    raise RuntimeError("no free port block")
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory) -> Sandbox:
+    """A full sandbox (compute in RegionOne and RegionTwo), started once per session.
+
+    Set ISTHMUS_SANDBOX_DIR to an already running sandbox to skip start/stop while
+    developing."""
+    from isthmus.sandbox.layout import Layout
+
+    existing = os.environ.get("ISTHMUS_SANDBOX_DIR")
+    if existing:
+        layout = Layout.load(Path(existing))
+        assert layout is not None, f"no sandbox in {existing}"
+        yield Sandbox(layout.state_dir, layout.base_port, layout.regions)
+        return
+    state_dir = tmp_path_factory.mktemp("sandbox")
+    base = free_base_port(int(os.environ.get("ISTHMUS_TEST_BASE_PORT", "31000")), 2)
+    up = isthmus("sandbox", "up", "--state-dir", str(state_dir), "--base-port", str(base), check=False)
+    if up.returncode != 0:
+        isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
+        pytest.fail(f"sandbox up failed:\n{up.stdout}\n{up.stderr}")
+    try:
+        yield Sandbox(state_dir, base, ("RegionOne", "RegionTwo"))
+    finally:
+        isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)

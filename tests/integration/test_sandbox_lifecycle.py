@@ -1,0 +1,70 @@
+"""Second sandboxes beside the main one: side by side, errors, and a clean down."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tests.conftest import free_base_port, isthmus
+
+pytestmark = pytest.mark.integration
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def pids_alive(state_dir) -> list[int]:
+    from isthmus.sandbox.process import ServiceRecord, pid_alive
+
+    return [r.pid for r in ServiceRecord.load_all(state_dir / "run") if pid_alive(r.pid)]
+
+
+def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, tmp_path):
+    from isthmus.sandbox.process import ServiceRecord
+
+    base = free_base_port(sandbox.base_port + 500, 2)
+    isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute")
+    try:
+        records = ServiceRecord.load_all(tmp_path / "run")
+        assert {r.name for r in records} == {"keystone", "neutron-CentralRegion", "neutron-RegionOne", "neutron-RegionTwo"}
+        conn = sandbox.connect("RegionOne")  # the first sandbox still answers
+        assert conn.compute.find_flavor("m1.tiny") is not None
+        assert all(listening(r.port) for r in records)
+    finally:
+        isthmus("sandbox", "down", "--state-dir", str(tmp_path))
+    assert pids_alive(tmp_path) == []
+    assert not any(listening(p) for p in range(base, base + 30))
+
+
+def test_busy_port_is_named_and_nothing_is_started(tmp_path):
+    base = free_base_port(40000, 2)
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", base + 1))  # central Neutron's port
+    blocker.listen()
+    try:
+        result = isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute", check=False)
+    finally:
+        blocker.close()
+    assert result.returncode == 1
+    assert f"port {base + 1} (for neutron-CentralRegion) is already in use" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert pids_alive(tmp_path) == []
+
+
+def test_state_dir_that_is_not_a_sandbox_is_refused(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    result = isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(free_base_port(41000, 2)),
+                     "--no-compute", check=False)
+    assert result.returncode == 1
+    assert "is not empty and holds no sandbox" in result.stderr
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_bad_regions_option_is_rejected(tmp_path):
+    result = isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--regions", "RegionOne,RegionOne", check=False)
+    assert result.returncode == 1
+    assert "--regions: region names repeat" in result.stderr

@@ -1,0 +1,63 @@
+import pytest
+
+from isthmus.sandbox.layout import Layout, parse_regions
+from isthmus.sandbox.plan import planned_ports
+
+
+def test_ports_are_distinct_and_derive_from_base(tmp_path):
+    layout = Layout(tmp_path, base_port=30000, regions=("RegionOne", "RegionTwo", "RegionThree"))
+    ports = [p for _, p in planned_ports(layout)]
+    assert len(ports) == len(set(ports))
+    assert min(ports) == 30000 and max(ports) < 30000 + 10 * 4
+    assert layout.region_port("RegionTwo", "nova") == 30021
+
+
+def test_two_base_ports_never_share_a_port(tmp_path):
+    a = {p for _, p in planned_ports(Layout(tmp_path / "a", base_port=30000))}
+    b = {p for _, p in planned_ports(Layout(tmp_path / "b", base_port=30030))}
+    assert not a & b
+
+
+def test_no_compute_plans_only_keystone_and_neutron(tmp_path):
+    names = [n for n, _ in planned_ports(Layout(tmp_path, compute=False))]
+    assert names == ["keystone", "neutron-CentralRegion", "neutron-RegionOne", "neutron-RegionTwo"]
+
+
+def test_availability_zones_follow_region_order(tmp_path):
+    layout = Layout(tmp_path, regions=("RegionOne", "RegionTwo", "RegionThree"))
+    assert [layout.availability_zone(r) for r in layout.regions] == ["az1", "az2", "az3"]
+
+
+def test_layout_round_trips_through_state_file(tmp_path):
+    layout = Layout(tmp_path, base_port=25000, regions=("A", "B"), compute=False)
+    layout.make_dirs()
+    layout.save()
+    assert Layout.load(tmp_path) == layout
+
+
+def test_rabbit_vhosts_are_per_region_and_per_sandbox(tmp_path):
+    one, two = Layout(tmp_path / "one"), Layout(tmp_path / "two")
+    assert one.rabbit_vhost("RegionOne") != one.rabbit_vhost("RegionTwo")
+    assert one.rabbit_vhost("RegionOne") != two.rabbit_vhost("RegionOne")
+    assert Layout(tmp_path / "one").rabbit_vhost("RegionOne") == one.rabbit_vhost("RegionOne")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "at least one region"),
+    ("RegionOne,RegionOne", "region names repeat"),
+    ("CentralRegion", "is the central region"),
+    ("Region One", "not a valid region name"),
+    (",".join(f"R{i}" for i in range(10)), "at most 9 regions"),
+])
+def test_bad_region_lists_are_rejected(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_regions(text)
+
+
+def test_region_list_keeps_order_and_trims():
+    assert parse_regions(" RegionTwo, RegionOne ,") == ("RegionTwo", "RegionOne")
+
+
+def test_base_port_must_leave_room(tmp_path):
+    with pytest.raises(ValueError, match="--base-port"):
+        Layout(tmp_path, base_port=65530)

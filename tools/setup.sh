@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Install everything Isthmus and its sandbox need on a fresh Debian machine:
+# OS packages (MariaDB server binaries, RabbitMQ), a virtualenv at .venv with the
+# pinned OpenStack release (constraints.txt), and a running RabbitMQ.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[setup] %s\n' "$*"; }
+
+need_pkgs=()
+command -v mariadbd >/dev/null 2>&1 || need_pkgs+=(mariadb-server)
+command -v rabbitmq-server >/dev/null 2>&1 || need_pkgs+=(rabbitmq-server)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing OS packages: ${need_pkgs[*]}; run as root: apt-get install -y ${need_pkgs[*]}"
+    exit 1
+  fi
+  say "installing OS packages: ${need_pkgs[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+# RabbitMQ carries Nova's RPC; the sandbox makes one vhost per region on it.
+if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  say "starting RabbitMQ"
+  rabbitmq-server -detached
+  for _ in $(seq 1 60); do
+    (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break
+    sleep 1
+  done
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+if ! .venv/bin/python -c 'import isthmus, keystone, neutron, nova, placement, glance, pytest' 2>/dev/null \
+   || [ constraints.txt -nt .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
+  say "installing Python packages (pinned by constraints.txt)"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -c constraints.txt -e '.[sandbox,test]'
+  touch .venv/.installed
+fi
+say "ready: $(.venv/bin/isthmus --version)"
