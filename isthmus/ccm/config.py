@@ -131,8 +131,9 @@ class CloudConfig:
 
 # INI key -> (dataclass field, kind). Keys whose field name differs from the
 # key (OCCM's gcfg tags) are spelled out; ``os-endpoint-type`` keeps its prefix.
+_GLOBAL_KINDS = {"regions": Kind.LIST, "use_clouds": Kind.BOOL}
 _GLOBAL_KEYS: dict[str, tuple[str, Kind]] = {
-    f.name.replace("_", "-"): (f.name, Kind.LIST if f.name == "regions" else Kind.BOOL if f.name == "use_clouds" else Kind.STR)
+    f.name.replace("_", "-"): (f.name, _GLOBAL_KINDS.get(f.name, Kind.STR))
     for f in fields(AuthOptions)
     if f.name != "endpoint_type"
 }
@@ -397,7 +398,9 @@ def _region_entries(entries: list[Any], warnings: list[str]) -> list[str]:
             names.append(entry)
         elif isinstance(entry, dict) and isinstance(entry.get("name"), str):
             if "auth" in (entry.get("values") or {}):
-                message = f"clouds.yaml region {entry['name']!r} has its own auth: only one Keystone is supported, skipped"
+                message = (
+                    f"clouds.yaml region {entry['name']!r} has its own auth: only one Keystone is supported, skipped"
+                )
                 warnings.append(message)
                 LOG.warning("%s", message)
             else:

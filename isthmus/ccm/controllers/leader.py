@@ -22,7 +22,7 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 def _micro_time(now: datetime.datetime) -> str:
-    return now.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -34,7 +34,7 @@ class LeaseElector:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     clock: Callable[[], float] = time.monotonic
-    wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
+    wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
     _observed: tuple[Any, ...] | None = field(default=None, init=False)  # last seen record
     _observed_at: float = field(default=0.0, init=False)
     _renewed_at: float | None = field(default=None, init=False)  # local time of our last success
@@ -64,7 +64,8 @@ class LeaseElector:
             return
         from kubernetes.client.exceptions import ApiException
 
-        patch = {"spec": {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _micro_time(self.wall_clock())}}
+        now = _micro_time(self.wall_clock())
+        patch = {"spec": {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": now}}
         try:
             self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _content_type=MERGE_PATCH)
         except ApiException as exc:
@@ -104,11 +105,13 @@ class LeaseElector:
         return True
 
     def _create(self, now: str) -> None:
-        from kubernetes import client
-
-        body = client.V1Lease(
-            metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-            spec=client.V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=int(self.lease_duration),
-                                    acquire_time=now, renew_time=now, lease_transitions=0),
-        )
+        # A plain dict: MicroTime must keep its 6 fraction digits, which a
+        # datetime serialised by the client would drop when they are zero.
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+                     "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
+        }
         self.coordination.create_namespaced_lease(self.namespace, body)

@@ -83,7 +83,8 @@ def test_lookup_over_http(server: str) -> None:
     Handler.routes["/Two/network/v2.0/ports"] = (200, {"ports": []})
     inst = Instances(clients_for(server), ("One", "Two", "Three"), environ={"OS_CCM_REGIONAL": "true"})
     meta = inst.instance_metadata(NodeRef("node-1", "openstack:///i1"))
-    assert (meta.provider_id, meta.region, meta.zone, meta.instance_type) == ("openstack://Two/i1", "Two", "az-2", "m1.small")
+    assert (meta.provider_id, meta.region, meta.zone, meta.instance_type) == (
+        "openstack://Two/i1", "Two", "az-2", "m1.small")
     gets = [p.split("?")[0] for p in Handler.seen if "/servers/" in p]
     assert gets == ["/One/compute/v2.1/servers/i1", "/Two/compute/v2.1/servers/i1"]
 

@@ -203,7 +203,7 @@ async def test_address_resync(kmock: Any) -> None:
 @pytest.mark.asyncio
 async def test_leader_election(kmock: Any) -> None:
     now = [100.0]
-    wall = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    wall = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
     def elector(identity: str) -> LeaseElector:
         return LeaseElector(client.CoordinationV1Api(api_client(kmock)), "ccm", "kube-system", identity,
@@ -253,3 +253,23 @@ async def test_service_loop_acts_only_as_leader(kmock: Any) -> None:
     assert obj(kmock, "node-1")["spec"]["providerID"] == "openstack://RegionOne/i-1"
     lease = kmock.objects[kmock.resource("coordination.k8s.io", "v1", "leases"), "kube-system", "ccm"].raw
     assert lease["spec"].get("holderIdentity") is None and lease["spec"]["leaseDurationSeconds"] == 1  # released
+
+
+def test_service_main_fails_fast_on_bad_config(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from isthmus.ccm.service import main
+
+    conf = tmp_path / "cloud.conf"
+    conf.write_text("[Global]\nauth-url=http://k/v3\n")  # no region
+    assert main(["--cloud-config", str(conf)]) == 1
+    assert "no region configured" in capsys.readouterr().err
+
+
+def test_backoff_doubles_to_cap() -> None:
+    now = [0.0]
+    b = Backoff(base=1.0, cap=4.0, clock=lambda: now[0])
+    assert [b.failed("n") for _ in range(4)] == [1.0, 2.0, 4.0, 4.0]
+    assert not b.due("n")
+    now[0] = 4.0
+    assert b.due("n")
+    b.succeeded("n")
+    assert b.failed("n") == 1.0
