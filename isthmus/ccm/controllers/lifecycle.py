@@ -22,7 +22,7 @@ LOG = logging.getLogger(__name__)
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def shutdown_taint_patch(node: NodeView, present: bool) -> dict[str, Any] | None:
