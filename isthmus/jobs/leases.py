@@ -91,7 +91,7 @@ class Leases:
                     continue
                 claimed = rows.fetch(conn, job.id)
                 if job.status is JobStatus.RUNNING:
-                    LOG.warning("job %s (%s %s): lease of %s expired, taken over", job.id, job.job_type, job.resource_id, job.lease_owner)
+                    LOG.warning("job %s: lease of %s expired, taken over", job.id, job.lease_owner)
                 if claimed is not None and claimed.status is JobStatus.RUNNING:
                     claims.append(Claim(claimed))
                 else:
@@ -114,7 +114,9 @@ class Leases:
         return self._guarded(claim, transitions.on_success)
 
     def retry_later(self, claim: Claim, delay: float, reason: str) -> Job:
-        return self._guarded(claim, lambda job, now: transitions.on_retry_later(job, now, delay, reason))
+        return self._guarded(
+            claim, lambda job, now: transitions.on_retry_later(job, now, delay, reason)
+        )
 
     def fail(
         self,

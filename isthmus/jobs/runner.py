@@ -45,19 +45,19 @@ class Runner:
                 spec.handler(ctx)
             except RetryLater as exc:
                 delay = exc.delay if exc.delay is not None else policy.delay(job.attempt)
-                LOG.info("job %s (%s %s) retry later in %.1fs: %s", job.id, job.job_type, job.resource_id, delay, exc.reason)
+                LOG.info("job %s retry later in %.1fs: %s", _label(job), delay, exc.reason)
                 return self.leases.retry_later(claim, delay, exc.reason)
             except PermanentFailure as exc:
-                LOG.error("job %s (%s %s) failed permanently: %s", job.id, job.job_type, job.resource_id, exc)
+                LOG.error("job %s failed permanently: %s", _label(job), exc)
                 return self.leases.fail(claim, _describe(exc), policy, permanent=True)
             except Exception as exc:  # noqa: BLE001 - any handler error is a job failure
-                LOG.warning("job %s (%s %s) attempt %d failed: %s", job.id, job.job_type, job.resource_id, job.attempt, exc)
+                LOG.warning("job %s attempt %d failed: %s", _label(job), job.attempt, exc)
                 LOG.debug("%s", traceback.format_exc())
                 return self.leases.fail(claim, _describe(exc), policy, rand=self.rand)
             return self.leases.succeed(claim)
         except LeaseLost:
             # Another worker took over after our lease expired; its outcome wins.
-            LOG.warning("job %s (%s %s): lease lost, outcome dropped", job.id, job.job_type, job.resource_id)
+            LOG.warning("job %s: lease lost, outcome dropped", _label(job))
             return None
 
     def run_due(self, limit: int = 100) -> int:
@@ -78,6 +78,10 @@ def _context(job: Job, stop: threading.Event) -> JobContext:
         attempt=job.attempt,
         _stop=stop,
     )
+
+
+def _label(job: Job) -> str:
+    return f"{job.id} ({job.job_type} {job.resource_id})"
 
 
 def _describe(exc: BaseException) -> str:

@@ -26,7 +26,7 @@ from isthmus.jobs import config
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.db import make_engine
 from isthmus.jobs.leases import Claim, Leases
-from isthmus.jobs.loader import load_handlers
+from isthmus.jobs.loader import ENTRY_POINT_GROUP, load_handlers
 from isthmus.jobs.periodic import ResyncScheduler
 from isthmus.jobs.registry import HandlerRegistry
 from isthmus.jobs.runner import Runner
@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     worker = build_worker(conf)
     if not worker.runner.registry.job_types():
-        LOG.error("no job handlers registered (entry points %s, [jobs] handler_modules)", "isthmus.jobs.handlers")
+        LOG.error("no job handlers: none from entry points %s nor [jobs] handler_modules", ENTRY_POINT_GROUP)
         return 2
     install_signal_handlers(worker)
     worker.run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from isthmus.jobs import (
     JobStatus,
     JobStore,
     ManualClock,
+    RetryPolicy,
 )
 
 from .helpers import make_runner
@@ -150,8 +152,6 @@ def test_redo(store: JobStore, clock: ManualClock) -> None:
             raise exc
 
     registry.register("sync", flaky)
-    from isthmus.jobs import RetryPolicy
-
     runner = make_runner(store, registry, policy=RetryPolicy(max_attempts=1, jitter=0))
     job = store.enqueue("sync", "net-1")
     runner.run_due()
@@ -185,8 +185,6 @@ def test_purge_succeeded(store: JobStore, clock: ManualClock) -> None:
 
 
 def test_to_dict_is_json_friendly(store: JobStore) -> None:
-    import json
-
     job = store.enqueue("sync", "net-1", project_id="p1", payload={"pods": ["a", "b"]})
     data = json.loads(json.dumps(job.to_dict()))
     assert data["type"] == "sync" and data["status"] == "NEW" and data["payload"] == {"pods": ["a", "b"]}
