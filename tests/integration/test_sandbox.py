@@ -80,7 +80,9 @@ def test_server_boots_active_with_bound_port_in_each_region(sandbox, region_netw
         server = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=180)
         assert server.status == "ACTIVE"
         assert server.availability_zone == f"az{index + 1}"
-        (port,) = list(conn.network.ports(device_id=server.id))
+        # Binding attributes are admin-only.
+        admin = sandbox.connect(region, cloud="isthmus-admin")
+        (port,) = list(admin.network.ports(device_id=server.id))
         assert port.network_id == net.id
         assert port.status == "ACTIVE"
         assert port.binding_host_id == f"{region.lower()}-compute"
