@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from isthmus.sandbox import ini, process, runtime
@@ -42,13 +43,23 @@ def prepare(layout: Layout) -> None:
     """Schema, keys and the bootstrap admin with identity endpoints in CentralRegion."""
     write_config(layout)
     for sub in ("keystone-fernet", "keystone-credential"):
-        (layout.data / sub).mkdir(parents=True, exist_ok=True)
+        (layout.data / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
     manage = runtime.tool("keystone-manage")
     conf = ["--config-file", str(config_path(layout))]
     log = layout.logs / "keystone-setup.log"
-    process.run([manage, *conf, "db_sync"], log, what="keystone-manage db_sync")
-    process.run([manage, *conf, "fernet_setup", "--keystone-user", "root", "--keystone-group", "root"], log, what="keystone fernet_setup")
-    process.run([manage, *conf, "credential_setup", "--keystone-user", "root", "--keystone-group", "root"], log, what="keystone credential_setup")
+    owner = ["--keystone-user", "root", "--keystone-group", "root"]
+    # Schema and key repositories are independent: build them concurrently (each
+    # keystone-manage run spends seconds importing keystone).
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = [
+            pool.submit(process.run, [manage, *conf, "db_sync"], log, what="keystone-manage db_sync"),
+            pool.submit(process.run, [manage, *conf, "fernet_setup", *owner], layout.logs / "keystone-fernet.log",
+                        what="keystone-manage fernet_setup"),
+            pool.submit(process.run, [manage, *conf, "credential_setup", *owner], layout.logs / "keystone-credential.log",
+                        what="keystone-manage credential_setup"),
+        ]
+        for future in futures:
+            future.result()
     url = layout.url(layout.keystone_port, "/v3")
     process.run([
         manage, *conf, "bootstrap",

@@ -16,11 +16,11 @@ from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 NETWORK = "tour-net"
 
 
-def _connect(layout: Layout, region: str):
+def _connect(layout: Layout, region: str, user: str = "demo"):
     import openstack
 
     return openstack.connect(
-        auth_url=layout.auth_url, username="demo", password=PASSWORD, project_name="demo",
+        auth_url=layout.auth_url, username=user, password=PASSWORD, project_name=user,
         user_domain_name="Default", project_domain_name="Default", region_name=region,
     )
 
@@ -32,7 +32,7 @@ def run(layout: Layout, keep: bool = False, out: TextIO = sys.stdout) -> int:
     if not layout.compute:
         say("this sandbox runs without compute (--no-compute): nothing to boot")
         return 1
-    admin = _connect(layout, CENTRAL_REGION)
+    admin = _connect(layout, CENTRAL_REGION, user="admin")
     say(f"Regions in the catalog: {', '.join(sorted(r.id for r in admin.identity.regions()))}")
     rows = []
     for index, region in enumerate(layout.regions):
@@ -49,7 +49,8 @@ def run(layout: Layout, keep: bool = False, out: TextIO = sys.stdout) -> int:
         say(f"booting server {name} (image {image.name}, flavor {flavor.name}) ...")
         server = conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[{"uuid": net.id}])
         server = conn.compute.wait_for_server(server, wait=180)
-        port = next(iter(conn.network.ports(device_id=server.id)))
+        # Binding attributes are admin-only: read the port as admin.
+        port = next(iter(_connect(layout, region, user="admin").network.ports(device_id=server.id)))
         say(f"server {name} is {server.status} after {time.monotonic() - started:.1f}s; port {port.id} "
             f"status {port.status}, bound to {port.binding_host_id} ({port.binding_vif_type})")
         ip = ", ".join(a["addr"] for addrs in server.addresses.values() for a in addrs)
