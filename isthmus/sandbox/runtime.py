@@ -42,6 +42,9 @@ def start_wsgi(
         "--threads", str(threads),
         "--timeout", "300",
         "--graceful-timeout", "5",
+        # Longer than any client's polling interval: with gunicorn's default (2 s), a
+        # client polling every 2 s reuses a connection the server is just closing.
+        "--keep-alive", "75",
         "--name", f"isthmus-{name}",
         "--error-logfile", "-",
         f"isthmus.sandbox.wsgi:{factory}()",
