@@ -11,7 +11,7 @@ See docs/jobs.md for the state machine and failure handling.
 
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock, ManualClock, SystemClock
-from isthmus.jobs.db import make_engine
+from isthmus.db import make_engine
 from isthmus.jobs.errors import (
     ConcurrentUpdate,
     InvalidJobRequest,

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from isthmus.jobs.clock import Clock
-from isthmus.jobs.db import retry_transient, write_tx
+from isthmus.db import retry_transient, write_tx
 from isthmus.jobs.registry import HandlerRegistry, HandlerSpec
 from isthmus.jobs.schema import schedules, to_db
 from isthmus.jobs.store import JobStore

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from isthmus.jobs.clock import Clock
-from isthmus.jobs.db import retry_transient, write_tx
+from isthmus.db import retry_transient, write_tx
 from isthmus.jobs.errors import ConcurrentUpdate, JobNotFound
 from isthmus.jobs.models import Job
 from isthmus.jobs.schema import jobs, row_to_job, values_to_db

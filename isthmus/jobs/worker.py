@@ -24,7 +24,7 @@ from oslo_config import cfg
 
 from isthmus.jobs import config
 from isthmus.jobs.backoff import RetryPolicy
-from isthmus.jobs.db import make_engine
+from isthmus.db import make_engine
 from isthmus.jobs.leases import Claim, Leases
 from isthmus.jobs.loader import ENTRY_POINT_GROUP, load_handlers
 from isthmus.jobs.periodic import ResyncScheduler

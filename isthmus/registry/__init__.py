@@ -1,0 +1,16 @@
+"""The region registry: which regions (pods) Isthmus joins, their availability
+zones, and where each central resource has copies (routings).
+
+Every component reads this one registry (the Admin API writes it), from the
+Isthmus database: SQLite by default, PostgreSQL/MariaDB for several hosts.
+"""
+
+from isthmus.registry.errors import Conflict, Invalid, NotFound, RegistryError, UnknownAvailabilityZone
+from isthmus.registry.models import RESOURCE_TYPES, Pod, Routing
+from isthmus.registry.schema import create_schema, drop_schema
+from isthmus.registry.store import MAX_LIMIT, Registry
+
+__all__ = [
+    "MAX_LIMIT", "RESOURCE_TYPES", "Conflict", "Invalid", "NotFound", "Pod", "Registry", "RegistryError",
+    "Routing", "UnknownAvailabilityZone", "create_schema", "drop_schema",
+]

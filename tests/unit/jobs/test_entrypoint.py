@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from isthmus.jobs import HandlerRegistry, RetryPolicy, make_engine
 from isthmus.jobs import loader
 from isthmus.jobs.config import DEFAULT_CONNECTION, list_opts, retry_policy
-from isthmus.jobs.db import is_transient, skip_locked_supported
+from isthmus.db import is_transient, skip_locked_supported
 from isthmus.jobs.worker import build_worker, load_conf, main, settings_from_conf
 
 
