@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # The main job: install, bring a multi-region sandbox up, and tour it.
-# The sandbox keeps running afterwards; stop it with: .venv/bin/isthmus sandbox down
+# Options go to `isthmus sandbox up` (e.g. --state-dir D --base-port P --regions A,B).
+# The sandbox keeps running afterwards; stop it with: .venv/bin/isthmus sandbox down [--state-dir D]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+state_dir=()
+args=("$@")
+for i in "${!args[@]}"; do
+  case "${args[$i]}" in
+    --state-dir) state_dir=(--state-dir "${args[$((i + 1))]}") ;;
+    --state-dir=*) state_dir=("${args[$i]}") ;;
+  esac
+done
 .venv/bin/isthmus sandbox up "$@"
-.venv/bin/isthmus sandbox tour
+.venv/bin/isthmus sandbox tour "${state_dir[@]}"
