@@ -120,6 +120,11 @@ class Layout:
     def clouds_yaml(self) -> Path:
         return self.state_dir / "clouds.yaml"
 
+    @property
+    def isthmus_db_url(self) -> str:
+        """Isthmus' own state (registry, jobs): SQLite, the embedded default."""
+        return self.sqlite_url("isthmus")
+
     def sqlite_url(self, name: str) -> str:
         return f"sqlite:///{self.data / (name + '.sqlite')}"
 

@@ -116,7 +116,7 @@ def start_compute(layout: Layout, region: str) -> process.ServiceRecord:
     return runtime.start_daemon(layout, f"nova-compute-{region}", [runtime.tool("nova-compute"), "--config-file", str(conf)])
 
 
-def wait_compute_ready(layout: Layout, region: str, conn, record: process.ServiceRecord, timeout: float = 180) -> None:
+def wait_compute_ready(layout: Layout, region: str, conn, record: process.ServiceRecord, timeout: float = 600) -> None:
     """The compute service reports up and its host is mapped to cell1."""
     host = compute_host(region)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from isthmus.sandbox import database, glance, keystone, nova, neutron, placement, rabbitmq, runtime
+from isthmus.sandbox import database, glance, keystone, nova, neutron, placement, rabbitmq, registry, runtime
 from isthmus.sandbox.dag import Step
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
@@ -32,6 +32,7 @@ def steps(layout: Layout) -> list[Step]:
         Step("keystone-setup", lambda: keystone.prepare(layout), what="schema, keys, bootstrap"),
         Step("keystone", _serve(lambda: keystone.start(layout)), ("keystone-setup",), "starting, waiting for health"),
         Step("catalog", lambda: keystone.register(layout), ("keystone",), "regions, users, services, endpoints"),
+        Step("isthmus-db", lambda: registry.prepare(layout), (), "registry and job schema, pods"),
     ]
     infra: tuple[str, ...] = ()
     if layout.compute:

@@ -59,7 +59,7 @@ def start_daemon(layout: Layout, name: str, argv: list[str], env: Mapping[str, s
     return process.start(name, argv, log=layout.logs / f"{name}.log", run_dir=layout.run, env=env)
 
 
-def wait_http(record: process.ServiceRecord, timeout: float = 180) -> float:
+def wait_http(record: process.ServiceRecord, timeout: float = 600) -> float:
     assert record.url
     return process.wait_until(lambda: process.http_ok(record.url), f"waiting for {record.url}", timeout, record)
 
