@@ -1,0 +1,82 @@
+"""A small Neutron REST client returning plain dicts (what reconcilers diff).
+
+Errors keep "not found" apart from "could not tell": a 404 is ``None``; an
+unreachable region or a 5xx is :class:`Unavailable`, which callers must never
+read as "gone"; another 4xx is :class:`Rejected` with Neutron's message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+
+
+class Unavailable(Exception):
+    """The region's Neutron did not answer usefully (down, 5xx, no endpoint)."""
+
+
+class Rejected(Exception):
+    """A 4xx other than 404: the request itself was refused."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+_COLLECTION_KEYS = {"security-groups": "security_groups", "security-group-rules": "security_group_rules"}
+
+
+def singular(collection: str) -> str:
+    return {"security-groups": "security_group", "security-group-rules": "security_group_rule",
+            "networks": "network", "subnets": "subnet", "ports": "port"}[collection]
+
+
+class NeutronClient:
+    def __init__(self, http: ks_adapter.Adapter, region: str) -> None:
+        self.http = http
+        self.region = region
+
+    def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict | None:
+        try:
+            resp = self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False)
+        except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
+            raise Unavailable(f"{self.region} Neutron unreachable: {err}") from err
+        if resp.status_code == 404:
+            return None
+        if resp.status_code >= 500:
+            raise Unavailable(f"{self.region} Neutron answered {resp.status_code}: {resp.text[:300]}")
+        if resp.status_code >= 400:
+            raise Rejected(resp.status_code, f"{self.region} Neutron: {_message(resp)}")
+        return resp.json() if resp.content else {}
+
+    def get(self, collection: str, obj_id: str) -> dict | None:
+        body = self.call("GET", f"{collection}/{obj_id}")
+        return body[singular(collection)] if body else None
+
+    def list(self, collection: str, **filters: Any) -> list[dict]:
+        body = self.call("GET", collection, params=filters) or {}
+        return body.get(_COLLECTION_KEYS.get(collection, collection), [])
+
+    def create(self, collection: str, obj: dict) -> dict:
+        key = singular(collection)
+        body = self.call("POST", collection, {key: obj})
+        assert body is not None
+        return body[key]
+
+    def update(self, collection: str, obj_id: str, changes: dict) -> dict | None:
+        key = singular(collection)
+        body = self.call("PUT", f"{collection}/{obj_id}", {key: changes})
+        return body[key] if body else None
+
+    def delete(self, collection: str, obj_id: str) -> bool:
+        """True if deleted, False if it was already gone."""
+        return self.call("DELETE", f"{collection}/{obj_id}") is not None
+
+
+def _message(resp) -> str:
+    try:
+        return resp.json()["NeutronError"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return resp.text[:300]

@@ -1,0 +1,40 @@
+"""Cross-region networking: central plugin, local plugin, reconcile jobs.
+
+Contracts between the parts (all over public REST APIs, see docs/networking.md):
+
+* central Neutron owns every network, subnet, port and security group and
+  allocates every UUID, MAC and IP;
+* a regional Neutron (local plugin) copies a central object on first use with
+  the same UUID, and creates user ports at central first;
+* the local plugin reports port bindings to central in ``binding:profile``
+  under :data:`PROFILE_KEY`; central records them and queues reconcile jobs.
+"""
+
+# binding:profile key carrying a region's report of where a port is bound.
+PROFILE_KEY = "isthmus"
+# device_owner of a copy of a port that lives in another region (for L2 / SG membership).
+SHADOW_OWNER = "compute:shadow"
+SHADOW_PREFIX = "shadow_port_"
+# Central reservations: the DHCP address every region shares, and one gateway
+# address per region, named so any region can find them. Owners network:dhcp and
+# network:distributed are ones Neutron removes by itself with their subnet/network.
+DHCP_RESERVATION_DEVICE = "reserved_dhcp_port"
+GATEWAY_RESERVATION_DEVICE = "reserved_gateway_port"
+
+
+def dhcp_reservation_name(subnet_id: str) -> str:
+    return f"dhcp_port_{subnet_id}"
+
+
+def gateway_reservation_name(region: str, subnet_id: str) -> str:
+    return f"interface_{region}_{subnet_id}"
+
+
+def shadow_port_name(port_id: str) -> str:
+    return f"{SHADOW_PREFIX}{port_id}"
+
+
+def shadow_port_id(name: str | None) -> str | None:
+    if name and name.startswith(SHADOW_PREFIX):
+        return name[len(SHADOW_PREFIX):]
+    return None

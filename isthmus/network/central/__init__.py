@@ -1,0 +1,1 @@
+"""The central plugin: runs inside CentralRegion's neutron-server."""

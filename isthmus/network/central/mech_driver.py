@@ -1,0 +1,183 @@
+"""``isthmus_central``: the ML2 mechanism driver of central Neutron.
+
+Uses only neutron-lib's MechanismDriver and callbacks APIs (stable across
+Neutron releases):
+
+* binds a port as the region that reported it bound (central runs no agents);
+* reserves the shared DHCP address and each region's gateway address when a
+  subnet is created, and releases them with the subnet;
+* records where ports live (routings) and queues reconcile jobs after commits.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from neutron_lib import constants
+from neutron_lib.api.definitions import portbindings
+from neutron_lib.callbacks import events, registry, resources
+from neutron_lib.plugins import directory
+from neutron_lib.plugins import utils as plugin_utils
+from neutron_lib.plugins.ml2 import api
+
+from isthmus.network import (
+    DHCP_RESERVATION_DEVICE,
+    GATEWAY_RESERVATION_DEVICE,
+    PROFILE_KEY,
+    SHADOW_OWNER,
+    dhcp_reservation_name,
+    gateway_reservation_name,
+    jobtypes,
+)
+from isthmus.network.central.state import state
+
+LOG = logging.getLogger(__name__)
+_AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
+
+
+def _report(port: dict) -> dict | None:
+    profile = port.get(portbindings.PROFILE) or {}
+    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
+    return report if isinstance(report, dict) and report.get("region") else None
+
+
+def _is_compute(port: dict) -> bool:
+    owner = port.get("device_owner") or ""
+    return owner.startswith("compute:") and owner != SHADOW_OWNER
+
+
+class CentralMechanismDriver(api.MechanismDriver):
+    def initialize(self) -> None:
+        for event in (events.AFTER_CREATE, events.AFTER_DELETE):
+            registry.subscribe(self._security_group_rule_changed, resources.SECURITY_GROUP_RULE, event)
+        for event in (events.AFTER_UPDATE, events.AFTER_DELETE):
+            registry.subscribe(self._security_group_changed, resources.SECURITY_GROUP, event)
+
+    # --- binding -------------------------------------------------------------------
+    def bind_port(self, context: api.PortContext) -> None:
+        report = _report(context.current)
+        if not report or not report.get("vif_type"):
+            return
+        for segment in context.segments_to_bind:
+            context.set_binding(segment[api.ID], report["vif_type"], report.get("vif_details") or {},
+                                status=constants.PORT_STATUS_ACTIVE)
+            return
+
+    # --- subnets: reservations --------------------------------------------------------
+    def create_subnet_postcommit(self, context: api.SubnetContext) -> None:
+        """Reserve addresses no region may hand out: the DHCP address all regions
+        share, and one gateway address per region the network may live in.
+        Raising here makes ML2 delete the subnet again (nothing half-made)."""
+        subnet = context.current
+        if subnet.get("ipv6_address_mode") in _AUTO_ADDRESS_MODES:
+            return
+        admin = context.plugin_context.elevated()
+        plugin = directory.get_plugin()
+        if subnet.get("enable_dhcp"):
+            self._reserve(plugin, admin, subnet, dhcp_reservation_name(subnet["id"]),
+                          DHCP_RESERVATION_DEVICE, constants.DEVICE_OWNER_DHCP)
+        if subnet.get("gateway_ip"):
+            hints = context.network.current.get("availability_zone_hints") or []
+            for region in state().regions_for_hints(list(hints)):
+                self._reserve(plugin, admin, subnet, gateway_reservation_name(region, subnet["id"]),
+                              GATEWAY_RESERVATION_DEVICE, constants.DEVICE_OWNER_DISTRIBUTED)
+
+    @staticmethod
+    def _reserve(plugin, admin, subnet: dict, name: str, device_id: str, owner: str) -> None:
+        if plugin.get_ports(admin, filters={"network_id": [subnet["network_id"]], "name": [name]}, fields=["id"]):
+            return
+        plugin_utils.create_port(plugin, admin, {"port": {
+            "network_id": subnet["network_id"], "name": name, "device_id": device_id, "device_owner": owner,
+            "project_id": subnet["project_id"], "fixed_ips": [{"subnet_id": subnet["id"]}],
+            "admin_state_up": True,
+        }}, check_allow_post=False)
+
+    def delete_subnet_postcommit(self, context: api.SubnetContext) -> None:
+        """The reservations lost their address with the subnet; remove the ports."""
+        subnet = context.current
+        admin = context.plugin_context.elevated()
+        plugin = directory.get_plugin()
+        names = {dhcp_reservation_name(subnet["id"])}
+        names |= {gateway_reservation_name(p.region_name, subnet["id"]) for p in state().pods()}
+        for port in plugin.get_ports(admin, filters={"network_id": [subnet["network_id"]], "name": list(names)}):
+            if not port.get("fixed_ips"):
+                plugin.delete_port(admin, port["id"])
+        self._sync_network(subnet["network_id"], subnet["project_id"], "subnet deleted")
+
+    def update_subnet_postcommit(self, context: api.SubnetContext) -> None:
+        self._sync_network(context.current["network_id"], context.current["project_id"], "subnet updated")
+
+    # --- networks ----------------------------------------------------------------
+    def update_network_postcommit(self, context: api.NetworkContext) -> None:
+        self._sync_network(context.current["id"], context.current["project_id"], "network updated")
+
+    def delete_network_postcommit(self, context: api.NetworkContext) -> None:
+        self._sync_network(context.current["id"], context.current["project_id"], "network deleted")
+
+    # --- ports -------------------------------------------------------------------
+    def update_port_postcommit(self, context: api.PortContext) -> None:
+        port, before = context.current, context.original or {}
+        if not _is_compute(port) and not _is_compute(before):
+            return
+        moved = (port.get(portbindings.HOST_ID) != before.get(portbindings.HOST_ID)
+                 or _report(port) != _report(before))
+        if moved:
+            self._record_placement(port, before)
+        if moved or port.get("security_groups") != before.get("security_groups"):
+            self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} moved")
+            self._sync_security_groups(port["project_id"], f"port {port['id']} membership")
+
+    def delete_port_postcommit(self, context: api.PortContext) -> None:
+        port = context.current
+        routed = state().registry.routings_of(port["id"], "port")
+        state().registry.forget(port["id"], "port")
+        if routed or _report(port):
+            self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} deleted")
+            self._sync_security_groups(port["project_id"], f"port {port['id']} deleted")
+
+    def _record_placement(self, port: dict, before: dict) -> None:
+        """Routings say where a central object has copies; reconcilers read them."""
+        registry_ = state().registry
+        report = _report(port)
+        old = _report(before)
+        if old and (not report or old["region"] != report["region"]):
+            pod = state().pod_of_region(old["region"])
+            if pod:
+                registry_.forget(port["id"], "port", pod.pod_id)
+        if not report or not port.get(portbindings.HOST_ID):
+            return
+        pod = state().pod_of_region(report["region"])
+        if pod is None:
+            LOG.warning("isthmus: port %s reported bound in unknown region %s", port["id"], report["region"])
+            return
+        project = port["project_id"]
+        registry_.ensure_routing(port["id"], port["id"], pod.pod_id, project, "port")
+        registry_.ensure_routing(port["network_id"], port["network_id"], pod.pod_id, project, "network")
+        for ip in port.get("fixed_ips") or []:
+            registry_.ensure_routing(ip["subnet_id"], ip["subnet_id"], pod.pod_id, project, "subnet")
+        for sg in port.get("security_groups") or []:
+            registry_.ensure_routing(sg, sg, pod.pod_id, project, "security_group")
+
+    # --- security groups ----------------------------------------------------------
+    def _security_group_rule_changed(self, resource, event, trigger, payload) -> None:
+        rule = payload.latest_state or (payload.states[0] if payload.states else {}) or {}
+        project = rule.get("project_id") or payload.context.project_id
+        self._sync_security_groups(project, f"rule {event}")
+
+    def _security_group_changed(self, resource, event, trigger, payload) -> None:
+        group = payload.latest_state or (payload.states[0] if payload.states else {}) or {}
+        project = group.get("project_id") or payload.context.project_id
+        self._sync_security_groups(project, f"group {event}")
+
+    # --- job queue ---------------------------------------------------------------
+    @staticmethod
+    def _sync_network(network_id: str, project_id: str, why: str) -> None:
+        LOG.debug("isthmus: queue %s %s (%s)", jobtypes.NETWORK_SYNC, network_id, why)
+        state().jobs.enqueue(jobtypes.NETWORK_SYNC, network_id, project_id=project_id or None)
+
+    @staticmethod
+    def _sync_security_groups(project_id: str | None, why: str) -> None:
+        if not project_id:
+            return
+        LOG.debug("isthmus: queue %s %s (%s)", jobtypes.SECURITY_GROUP_SYNC, project_id, why)
+        state().jobs.enqueue(jobtypes.SECURITY_GROUP_SYNC, project_id, project_id=project_id)

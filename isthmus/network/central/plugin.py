@@ -1,0 +1,54 @@
+"""Central plugin: CentralRegion's core plugin, ML2 with Isthmus placement.
+
+Everything Neutron does for networks, subnets, ports, IPAM and security groups
+stays ML2's. The subclass exists only because availability-zone validation is a
+core-plugin method (ML2 asks DHCP agents; central has none): hints must name
+regions or AZs of the Isthmus registry. Reservations, binding records and job
+queueing live in the ``isthmus_central`` ML2 mechanism driver and neutron-lib
+callbacks, the stable extension points.
+"""
+
+from __future__ import annotations
+
+from neutron.plugins.ml2 import plugin as ml2_plugin
+from neutron_lib.exceptions import availability_zone as az_exc
+from neutron_lib.db import api as db_api  # noqa: F401 - neutron loads it first; import order only
+
+from isthmus import registry as reg
+from isthmus.network import config
+from isthmus.network.central.state import state
+
+
+def _hint_list(value) -> list[str]:
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [h for h in value.split(",") if h]
+    return list(value)
+
+
+class CentralPlugin(ml2_plugin.Ml2Plugin):
+    def __init__(self) -> None:
+        config.register()
+        super().__init__()
+        state()  # fail at start, not on the first request, if the Isthmus DB is wrong
+
+    # Override: hints name Isthmus regions/AZs (the registry), not agent AZs.
+    def validate_availability_zones(self, context, resource_type, availability_zones):
+        if not availability_zones:
+            return
+        try:
+            state().regions_for_hints(list(availability_zones))
+        except reg.UnknownAvailabilityZone as err:
+            raise az_exc.AvailabilityZoneNotFound(availability_zone=err.hint) from err
+
+    # Override: a network's zones are those of the regions it may live in.
+    def get_network_availability_zones(self, network):
+        hints = _hint_list(network.get("availability_zone_hints") if isinstance(network, dict)
+                           else getattr(network, "availability_zone_hints", None))
+        try:
+            regions = state().regions_for_hints(hints)
+        except reg.UnknownAvailabilityZone:
+            return []
+        zones = {state().az_of_region(r) for r in regions}
+        return sorted(z for z in zones if z)

@@ -1,0 +1,65 @@
+"""Central's access to the Isthmus database: the registry and the job queue.
+
+Built once per neutron-server process, on first use, from
+``[isthmus] database_connection``. Region lists are cached briefly: they change
+when an operator registers a pod, not per request."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from oslo_config import cfg
+
+from isthmus import registry as reg
+from isthmus.db import make_engine
+from isthmus.jobs import JobStore
+from isthmus.network import config
+
+_CACHE_SECONDS = 5.0
+
+
+class CentralState:
+    def __init__(self, url: str) -> None:
+        engine = make_engine(url)
+        reg.create_schema(engine)
+        from isthmus.jobs import create_schema as create_job_schema
+
+        create_job_schema(engine)
+        self.registry = reg.Registry(engine)
+        self.jobs = JobStore(engine)
+        self._pods: tuple[float, list[reg.Pod]] = (0.0, [])
+        self._lock = threading.Lock()
+
+    def pods(self) -> list[reg.Pod]:
+        with self._lock:
+            fetched, pods = self._pods
+            if time.monotonic() - fetched > _CACHE_SECONDS:
+                pods = self.registry.pods()
+                self._pods = (time.monotonic(), pods)
+            return pods
+
+    def pod_of_region(self, region: str) -> reg.Pod | None:
+        return next((p for p in self.pods() if p.region_name == region), None)
+
+    def regions_for_hints(self, hints: list[str]) -> list[str]:
+        return reg.regions_for_hints(self.pods(), hints)
+
+    def az_of_region(self, region: str) -> str | None:
+        pod = self.pod_of_region(region)
+        return pod.az_name if pod else None
+
+
+_state: CentralState | None = None
+_state_lock = threading.Lock()
+
+
+def state(conf: cfg.ConfigOpts = cfg.CONF) -> CentralState:
+    global _state
+    with _state_lock:
+        if _state is None:
+            config.register(conf)
+            if not conf.isthmus.database_connection:
+                raise RuntimeError("[isthmus] database_connection is not set")
+            _state = CentralState(conf.isthmus.database_connection)
+        return _state

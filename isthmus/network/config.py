@@ -1,0 +1,41 @@
+"""oslo.config options of the Isthmus Neutron plugins, in the ``[isthmus]`` group.
+
+Central reads ``database_connection`` (the Isthmus DB: registry and jobs).
+Local reads its region, its AZ, and the service credentials it uses to reach
+central Neutron, in ``[isthmus_central]`` (standard keystoneauth options)."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from isthmus.clients.regions import register_auth_opts
+
+GROUP = "isthmus"
+CENTRAL_AUTH_GROUP = "isthmus_central"
+
+OPTS = [
+    cfg.StrOpt("region_name", help="This Neutron's region (a pod of the Isthmus registry)."),
+    cfg.StrOpt("availability_zone", default="",
+               help="Local plugin: the availability zone of this region (networks hinted to it "
+                    "are materialised here)."),
+    cfg.StrOpt("central_region", default="CentralRegion",
+               help="Local plugin: the region whose Neutron is central."),
+    cfg.StrOpt("database_connection", secret=True,
+               help="Central plugin: the Isthmus database (registry and jobs)."),
+    cfg.FloatOpt("central_timeout", default=30.0, help="Local plugin: timeout of calls to central Neutron."),
+]
+
+_registered = False
+
+
+def register(conf: cfg.ConfigOpts = cfg.CONF) -> None:
+    global _registered
+    if _registered:
+        return
+    conf.register_opts(OPTS, group=GROUP)
+    register_auth_opts(conf, CENTRAL_AUTH_GROUP)
+    _registered = True
+
+
+def list_opts():
+    return [(GROUP, OPTS)]

@@ -1,0 +1,1 @@
+"""The local plugin: runs inside every regional neutron-server around ML2."""

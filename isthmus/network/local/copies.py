@@ -1,0 +1,128 @@
+"""Pure builders: the body of a regional copy of a central object.
+
+A copy keeps the central UUID, segment, CIDR, MAC and IPs; what is regional
+(availability-zone hints, the subnet's gateway, its pools) is rewritten here.
+Kept free of Neutron imports so the rules are unit-tested on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import netaddr
+
+PROVIDER_KEYS = ("provider:network_type", "provider:physical_network", "provider:segmentation_id")
+_NETWORK_KEYS = ("id", "name", "project_id", "admin_state_up", "shared", "description", "mtu",
+                 "port_security_enabled", *PROVIDER_KEYS)
+_SUBNET_KEYS = ("id", "name", "network_id", "project_id", "ip_version", "cidr", "enable_dhcp",
+                "dns_nameservers", "host_routes", "ipv6_ra_mode", "ipv6_address_mode", "description")
+_RULE_KEYS = ("direction", "ethertype", "protocol", "port_range_min", "port_range_max",
+              "remote_ip_prefix", "remote_group_id", "remote_address_group_id", "description")
+
+
+def allowed_here(network: Mapping[str, Any], region: str, availability_zone: str) -> bool:
+    """Whether a central network may have a copy in this region (its AZ hints)."""
+    hints = network.get("availability_zone_hints") or []
+    return not hints or region in hints or (bool(availability_zone) and availability_zone in hints)
+
+
+def network_body(central: Mapping[str, Any]) -> dict[str, Any]:
+    body = {k: central[k] for k in _NETWORK_KEYS if central.get(k) is not None}
+    body["router:external"] = False  # external networks are placed by central (L3, later)
+    body["availability_zone_hints"] = []
+    return body
+
+
+def region_pools(pools: Iterable[Mapping[str, str]], central_gateway: str | None,
+                 region_gateway: str | None) -> list[dict[str, str]]:
+    """Central pools minus this region's gateway, plus central's gateway back in.
+
+    Regional pools are cosmetic (every regional port carries an IP allocated at
+    central), but they must not hand out the regional gateway address."""
+    ips = netaddr.IPSet()
+    for pool in pools:
+        ips.add(netaddr.IPRange(pool["start"], pool["end"]))
+    if central_gateway:
+        ips.add(central_gateway)
+    if region_gateway:
+        ips.remove(region_gateway)
+    return [{"start": str(r[0]), "end": str(r[-1])} for r in ips.iter_ipranges()]
+
+
+def subnet_body(central: Mapping[str, Any], region_gateway: str | None) -> dict[str, Any]:
+    body = {k: central[k] for k in _SUBNET_KEYS if central.get(k) is not None}
+    if central.get("gateway_ip") and region_gateway:
+        body["gateway_ip"] = region_gateway
+        body["allocation_pools"] = region_pools(central.get("allocation_pools") or [],
+                                                central["gateway_ip"], region_gateway)
+    else:
+        body["gateway_ip"] = central.get("gateway_ip")
+        body["allocation_pools"] = central.get("allocation_pools") or []
+    return body
+
+
+def port_body(central: Mapping[str, Any], request: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A regional port with central's UUID, MAC and IPs; placement fields from
+    the regional request (Nova sets device and host there)."""
+    body: dict[str, Any] = {
+        "id": central["id"],
+        "network_id": central["network_id"],
+        "project_id": central["project_id"],
+        "mac_address": central["mac_address"],
+        "fixed_ips": [{"subnet_id": ip["subnet_id"], "ip_address": ip["ip_address"]}
+                      for ip in central.get("fixed_ips") or []],
+        "name": central.get("name") or "",
+        "description": central.get("description") or "",
+        "admin_state_up": central.get("admin_state_up", True),
+        "device_id": central.get("device_id") or "",
+        "device_owner": central.get("device_owner") or "",
+    }
+    if central.get("security_groups") is not None:
+        body["security_groups"] = list(central["security_groups"])
+    if central.get("port_security_enabled") is not None:
+        body["port_security_enabled"] = central["port_security_enabled"]
+    if central.get("allowed_address_pairs"):
+        body["allowed_address_pairs"] = central["allowed_address_pairs"]
+    for key, value in (request or {}).items():
+        if key in ("name", "device_id", "device_owner", "binding:host_id", "binding:vnic_type",
+                   "binding:profile", "admin_state_up", "description") and value is not None:
+            body[key] = value
+    return body
+
+
+def central_port_request(request: Mapping[str, Any], project_id: str) -> dict[str, Any]:
+    """What a regional port create asks central to allocate (UUID, MAC, IPs)."""
+    allowed = ("network_id", "name", "description", "admin_state_up", "mac_address", "fixed_ips",
+               "security_groups", "port_security_enabled", "allowed_address_pairs", "device_id",
+               "device_owner", "binding:vnic_type")
+    body = {k: request[k] for k in allowed if k in request and _is_set(request[k])}
+    body["project_id"] = project_id
+    return body
+
+
+def rule_key(rule: Mapping[str, Any]) -> tuple:
+    """What makes two security-group rules the same rule (ids differ per region)."""
+    return tuple(_normal(rule.get(k)) for k in _RULE_KEYS if k != "description")
+
+
+def rule_body(rule: Mapping[str, Any], security_group_id: str) -> dict[str, Any]:
+    body = {k: rule[k] for k in _RULE_KEYS if rule.get(k) is not None}
+    body["security_group_id"] = security_group_id
+    return body
+
+
+def security_group_body(central: Mapping[str, Any]) -> dict[str, Any]:
+    body = {k: central[k] for k in ("id", "name", "description", "project_id", "stateful") if central.get(k) is not None}
+    return body
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.lower() if value in ("IPv4", "IPv6", "TCP", "UDP", "ICMP") else value
+    return value
+
+
+def _is_set(value: Any) -> bool:
+    # neutron-lib's ATTR_NOT_SPECIFIED is a sentinel object, not a plain value.
+    return value is not None and type(value).__name__ != "Sentinel"

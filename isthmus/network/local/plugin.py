@@ -1,0 +1,428 @@
+"""Local plugin: a regional neutron-server's core plugin, ML2 plus on-demand copies.
+
+Why a core-plugin subclass and not an ML2 driver: a regional Neutron must answer
+for objects it has never seen (Nova asks for a central network by id) and must
+let central allocate port addresses *before* its own IPAM runs. ML2 mechanism
+drivers see neither. So this class overrides only public plugin-API methods
+(the ones neutron-lib's plugin interface defines), each for one stated reason,
+and reaches central only through its REST API (:mod:`central`). Everything
+else is ML2, untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from neutron.plugins.ml2 import plugin as ml2_plugin
+from neutron_lib import constants
+from neutron_lib import exceptions as n_exc
+from neutron_lib.api.definitions import portbindings
+from neutron_lib.api import validators
+from neutron_lib.plugins import utils as plugin_utils
+from oslo_config import cfg
+from oslo_db import exception as db_exc
+
+from isthmus.network import (
+    DHCP_RESERVATION_DEVICE,
+    GATEWAY_RESERVATION_DEVICE,
+    PROFILE_KEY,
+    SHADOW_OWNER,
+    config,
+    dhcp_reservation_name,
+    gateway_reservation_name,
+    shadow_port_id,
+)
+from isthmus.network.local import copies
+from isthmus.network.local.central import CentralRejected, CentralUnavailable, client
+
+LOG = logging.getLogger(__name__)
+# IPv6 subnets whose addresses derive from the MAC: a copy gets the same address
+# from the same MAC, and Neutron refuses explicit addresses there.
+_AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
+
+
+def _unavailable(err: Exception) -> n_exc.ServiceUnavailable:
+    LOG.warning("isthmus: %s", err)
+    return n_exc.ServiceUnavailable()
+
+
+class CentralConflict(n_exc.Conflict):
+    message = "central Neutron refused: %(reason)s"
+
+
+def _rejected(err: CentralRejected, resource: str) -> Exception:
+    """Central's 4xx, passed on with its message (the user's input was wrong)."""
+    if err.status == 409:
+        return CentralConflict(reason=str(err))
+    return n_exc.BadRequest(resource=resource, msg=f"central Neutron: {err}")
+
+
+def _is_central_port(device_owner: str | None) -> bool:
+    """User and compute ports are allocated at central; network-owned ports
+    (DHCP, router interfaces) and shadow copies are regional only."""
+    owner = device_owner or ""
+    return not owner.startswith("network:") and owner != SHADOW_OWNER
+
+
+class LocalPlugin(ml2_plugin.Ml2Plugin):
+    def __init__(self) -> None:
+        config.register()
+        super().__init__()
+        self.region = cfg.CONF.isthmus.region_name
+        self.availability_zone = cfg.CONF.isthmus.availability_zone
+        LOG.info("isthmus local plugin for region %s (az %s)", self.region, self.availability_zone)
+
+    # ------------------------------------------------------------------ networks
+    # Override: answer for a central network this region has not copied yet.
+    def get_network(self, context, id, fields=None, net_db=None):
+        try:
+            return super().get_network(context, id, fields, net_db)
+        except n_exc.NetworkNotFound:
+            if not self._copy_network(context, id):
+                raise
+            return super().get_network(context, id, fields)
+
+    # Override: Nova validates --nic net-id with a list filtered by id.
+    def get_networks(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
+                     page_reverse=False):
+        if filters and filters.get("id"):
+            local = {n["id"] for n in super().get_networks(context.elevated(), filters={"id": filters["id"]},
+                                                           fields=["id"])}
+            for network_id in set(filters["id"]) - local:
+                self._copy_network(context, network_id)
+        return super().get_networks(context, filters, fields, sorts, limit, marker, page_reverse)
+
+    def _copy_network(self, context, network_id: str) -> bool:
+        """Copy a central network (and its subnets) here; False if central has
+        none this caller may see, or it is not meant for this region."""
+        try:
+            central = client().network(network_id)
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+        if central is None or not self._visible(context, central):
+            return False
+        if not copies.allowed_here(central, self.region, self.availability_zone):
+            LOG.info("isthmus: network %s is not hinted to %s; not copying", network_id, self.region)
+            return False
+        admin = context.elevated()
+        try:
+            plugin_utils.create_network(self, admin, {"network": copies.network_body(central)},
+                                        check_allow_post=False)
+            LOG.info("isthmus: copied network %s from central", network_id)
+        except (db_exc.DBDuplicateEntry, n_exc.Conflict):
+            pass  # a concurrent request copied it first
+        for subnet in self._central_subnets(network_id):
+            self._copy_subnet(admin, subnet)
+        return True
+
+    @staticmethod
+    def _visible(context, central: dict[str, Any]) -> bool:
+        return bool(context.is_admin or central.get("shared") or central.get("project_id") == context.project_id)
+
+    # ------------------------------------------------------------------- subnets
+    # Override: a subnet id Nova or a user names before its network was copied.
+    def get_subnet(self, context, id, fields=None):
+        try:
+            return super().get_subnet(context, id, fields)
+        except n_exc.SubnetNotFound:
+            if not self._copy_subnet_by_id(context, id):
+                raise
+            return super().get_subnet(context, id, fields)
+
+    def get_subnets(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
+                    page_reverse=False):
+        if filters and filters.get("id"):
+            local = {s["id"] for s in super().get_subnets(context.elevated(), filters={"id": filters["id"]},
+                                                          fields=["id"])}
+            for subnet_id in set(filters["id"]) - local:
+                self._copy_subnet_by_id(context, subnet_id)
+        return super().get_subnets(context, filters, fields, sorts, limit, marker, page_reverse)
+
+    def _copy_subnet_by_id(self, context, subnet_id: str) -> bool:
+        try:
+            central = client().subnet(subnet_id)
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+        if central is None:
+            return False
+        try:
+            self.get_network(context, central["network_id"], fields=["id"])
+        except n_exc.NetworkNotFound:
+            return False
+        self._copy_subnet(context.elevated(), central)
+        return True
+
+    def _central_subnets(self, network_id: str) -> list[dict]:
+        try:
+            return client().subnets(network_id)
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+
+    def _copy_subnet(self, admin, central: dict[str, Any]) -> None:
+        """Same UUID and CIDR; this region's own gateway address (reserved at
+        central so no region hands it out); the shared DHCP address."""
+        try:
+            super().get_subnet(admin, central["id"], fields=["id"])
+            return
+        except n_exc.SubnetNotFound:
+            pass
+        auto_address = central.get("ipv6_address_mode") in _AUTO_ADDRESS_MODES
+        gateway = None
+        if central.get("gateway_ip") and not auto_address:
+            gateway = self._central_reservation(central, gateway_reservation_name(self.region, central["id"]),
+                                                GATEWAY_RESERVATION_DEVICE, constants.DEVICE_OWNER_DISTRIBUTED)
+        body = copies.subnet_body(central, gateway["fixed_ips"][0]["ip_address"] if gateway else None)
+        try:
+            plugin_utils.create_subnet(self, admin, {"subnet": body}, check_allow_post=False)
+            LOG.info("isthmus: copied subnet %s (%s) from central", central["id"], central["cidr"])
+        except (db_exc.DBDuplicateEntry, n_exc.Conflict):
+            return
+        if central.get("enable_dhcp") and not auto_address:
+            dhcp = self._central_reservation(central, dhcp_reservation_name(central["id"]),
+                                             DHCP_RESERVATION_DEVICE, constants.DEVICE_OWNER_DHCP)
+            self._copy_port_body(admin, dhcp)
+
+    def _central_reservation(self, subnet: dict, name: str, device_id: str, owner: str) -> dict:
+        """Find, or create at central, a reserved address on ``subnet``.
+
+        Central creates them with the subnet; this covers regions added later.
+        Two regions racing may both create one: the lowest id wins, the other
+        is removed, so every caller ends with the same port."""
+        central = client()
+        try:
+            found = central.ports(network_id=subnet["network_id"], name=name)
+            if not found:
+                central.create_port({
+                    "network_id": subnet["network_id"], "name": name, "device_id": device_id,
+                    "device_owner": owner, "project_id": subnet["project_id"],
+                    "fixed_ips": [{"subnet_id": subnet["id"]}],
+                })
+                found = central.ports(network_id=subnet["network_id"], name=name)
+            found.sort(key=lambda p: p["id"])
+            for extra in found[1:]:
+                central.delete_port(extra["id"])
+            return found[0]
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+        except CentralRejected as err:
+            raise _rejected(err, "subnet") from err
+
+    # --------------------------------------------------------------------- ports
+    # Override: user and compute ports get their UUID, MAC and IPs from central.
+    def create_port(self, context, port):
+        attrs = port["port"]
+        shadow_of = shadow_port_id(attrs.get("name"))
+        if shadow_of and attrs.get("device_owner") == SHADOW_OWNER:
+            attrs["id"] = shadow_of  # a copy of a port of another region keeps its UUID
+            return super().create_port(context, port)
+        if not _is_central_port(attrs.get("device_owner")):
+            return super().create_port(context, port)
+        self.get_network(context, attrs["network_id"], fields=["id"])  # copy it if needed
+        central_port, created = self._allocate_at_central(context, attrs)
+        admin = context.elevated()
+        for sg_id in central_port.get("security_groups") or []:
+            self._ensure_security_group(admin, sg_id)
+        attrs.update(self._port_fields(admin, copies.port_body(central_port, attrs)))
+        try:
+            return super().create_port(context, port)
+        except Exception:
+            if created:
+                self._forget_central_port(central_port["id"])
+            raise
+
+    def _allocate_at_central(self, context, attrs: dict) -> tuple[dict, bool]:
+        """(central port, whether we created it). An explicit fixed IP must be
+        one central already allocated on that network (its port is reused)."""
+        central = client()
+        explicit = [ip for ip in attrs.get("fixed_ips") or [] if isinstance(ip, dict) and ip.get("ip_address")] \
+            if validators.is_attr_set(attrs.get("fixed_ips")) else []
+        try:
+            if explicit:
+                address = explicit[0]["ip_address"]
+                held = central.ports(network_id=attrs["network_id"], fixed_ips=f"ip_address={address}")
+                if not held:
+                    raise n_exc.InvalidIpForNetwork(ip_address=address)
+                return held[0], False
+            project_id = attrs.get("project_id") or attrs.get("tenant_id") or context.project_id
+            return central.create_port(copies.central_port_request(attrs, project_id)), True
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+        except CentralRejected as err:
+            raise _rejected(err, "port") from err
+
+    def _port_fields(self, admin, body: dict) -> dict:
+        """Drop explicit addresses on MAC-derived IPv6 subnets (same MAC, same address)."""
+        fixed = []
+        for ip in body.get("fixed_ips", []):
+            subnet = super().get_subnet(admin, ip["subnet_id"], fields=["ipv6_address_mode"])
+            fixed.append({"subnet_id": ip["subnet_id"]} if subnet.get("ipv6_address_mode") in _AUTO_ADDRESS_MODES
+                         else ip)
+        body["fixed_ips"] = fixed
+        return body
+
+    def _copy_port_body(self, admin, central: dict) -> None:
+        try:
+            super().get_port(admin, central["id"])
+            return
+        except n_exc.PortNotFound:
+            pass
+        body = self._port_fields(admin, copies.port_body(central))
+        try:
+            plugin_utils.create_port(self, admin, {"port": body}, check_allow_post=False)
+        except (db_exc.DBDuplicateEntry, n_exc.MacAddressInUse, n_exc.IpAddressInUse):
+            LOG.info("isthmus: port %s copied concurrently", central["id"])
+
+    # Override: --nic port-id=P names a central port this region has not copied.
+    def get_port(self, context, id, fields=None):
+        try:
+            return super().get_port(context, id, fields)
+        except n_exc.PortNotFound:
+            if not self._copy_port(context, id):
+                raise
+            return super().get_port(context, id, fields)
+
+    def get_ports(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
+                  page_reverse=False):
+        if filters and filters.get("id"):
+            local = {p["id"] for p in super().get_ports(context.elevated(), filters={"id": filters["id"]},
+                                                        fields=["id"])}
+            for port_id in set(filters["id"]) - local:
+                self._copy_port(context, port_id)
+        return super().get_ports(context, filters, fields, sorts, limit, marker, page_reverse)
+
+    def _copy_port(self, context, port_id: str) -> bool:
+        try:
+            central = client().port(port_id)
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+        if central is None or not self._visible(context, central) or not _is_central_port(central.get("device_owner")):
+            return False
+        try:
+            self.get_network(context, central["network_id"], fields=["id"])
+        except n_exc.NetworkNotFound:
+            return False
+        admin = context.elevated()
+        for sg_id in central.get("security_groups") or []:
+            self._ensure_security_group(admin, sg_id)
+        self._copy_port_body(admin, central)
+        return True
+
+    # Override: report where Nova bound a port, so central (and the other
+    # regions, through reconcile jobs) know the port lives here.
+    def update_port(self, context, id, port):
+        before = super().get_port(context.elevated(), id)
+        after = super().update_port(context, id, port)
+        if _is_central_port(after.get("device_owner")) and _binding_moved(before, after):
+            self._report_binding(after)
+        return after
+
+    def _report_binding(self, port: dict) -> None:
+        host = port.get(portbindings.HOST_ID) or ""
+        report: dict[str, Any] = {
+            portbindings.HOST_ID: host,
+            "device_owner": port.get("device_owner") or "",
+            "device_id": port.get("device_id") or "",
+        }
+        if host:
+            report[portbindings.PROFILE] = {PROFILE_KEY: {
+                "region": self.region,
+                "vif_type": port.get(portbindings.VIF_TYPE),
+                "vif_details": port.get(portbindings.VIF_DETAILS) or {},
+                "vnic_type": port.get(portbindings.VNIC_TYPE),
+            }}
+        else:
+            report[portbindings.PROFILE] = {}
+        try:
+            client().update_port(port["id"], report)
+            LOG.info("isthmus: reported binding of port %s (host %r) to central", port["id"], host)
+        except (CentralUnavailable, CentralRejected) as err:
+            # The port works here; central's periodic binding reconcile catches up.
+            LOG.warning("isthmus: could not report binding of port %s to central: %s", port["id"], err)
+
+    # Override: a compute port deleted here (Nova deleting a server) is deleted
+    # at central first; central's fan-out removes copies everywhere else.
+    def delete_port(self, context, id, l3_port_check=True):
+        try:
+            port = super().get_port(context.elevated(), id)
+        except n_exc.PortNotFound:
+            port = None
+        if port and (port.get("device_owner") or "").startswith("compute:") and _is_central_port(port["device_owner"]):
+            try:
+                client().delete_port(id)
+            except CentralUnavailable as err:
+                raise _unavailable(err) from err
+            except CentralRejected as err:
+                raise _rejected(err, "port") from err
+        return super().delete_port(context, id, l3_port_check)
+
+    def _forget_central_port(self, port_id: str) -> None:
+        try:
+            client().delete_port(port_id)
+        except (CentralUnavailable, CentralRejected) as err:
+            LOG.error("isthmus: port %s allocated at central but not created here; delete it at central: %s",
+                      port_id, err)
+
+    # ------------------------------------------------------------ security groups
+    # Override: copy a central security group on first reference.
+    def get_security_group(self, context, id, fields=None, tenant_id=None):
+        try:
+            return super().get_security_group(context, id, fields, tenant_id)
+        except n_exc.NotFound:
+            if not self._copy_security_group(context, id):
+                raise
+            return super().get_security_group(context, id, fields, tenant_id)
+
+    # Override: a project's default group in a region *is* central's default
+    # group (same UUID); a region never invents its own.
+    def create_security_group(self, context, security_group, default_sg=False):
+        body = security_group["security_group"]
+        if default_sg and not body.get("id"):
+            try:
+                found = client().security_groups(project_id=body["project_id"], name="default")
+            except (CentralUnavailable, CentralRejected) as err:
+                raise _unavailable(err) from err
+            if found:
+                body["id"] = found[0]["id"]
+        return super().create_security_group(context, security_group, default_sg)
+
+    def _ensure_security_group(self, admin, sg_id: str) -> None:
+        try:
+            super().get_security_group(admin, sg_id, fields=["id"])
+        except n_exc.NotFound:
+            self._copy_security_group(admin, sg_id)
+
+    def _copy_security_group(self, context, sg_id: str) -> bool:
+        try:
+            central = client().security_group(sg_id)
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+        if central is None or not self._visible(context, central):
+            return False
+        admin = context.elevated()
+        body = copies.security_group_body(central)
+        made = None
+        if central.get("name") == "default":
+            made = super().create_security_group(admin, {"security_group": body}, default_sg=True)
+        if made is None or made["id"] != sg_id:
+            try:
+                made = super().create_security_group(admin, {"security_group": body})
+            except (db_exc.DBDuplicateEntry, n_exc.Conflict):
+                made = super().get_security_group(admin, sg_id)
+        have = {copies.rule_key(r) for r in made.get("security_group_rules", [])}
+        for rule in central.get("security_group_rules") or []:
+            if copies.rule_key(rule) in have:
+                continue
+            if rule.get("remote_group_id") and rule["remote_group_id"] != sg_id:
+                self._ensure_security_group(admin, rule["remote_group_id"])
+            try:
+                super().create_security_group_rule(admin, {"security_group_rule": copies.rule_body(rule, sg_id)})
+            except n_exc.Conflict:
+                pass
+        LOG.info("isthmus: copied security group %s from central", sg_id)
+        return True
+
+
+def _binding_moved(before: dict, after: dict) -> bool:
+    keys = (portbindings.HOST_ID, "device_owner", "device_id", portbindings.VIF_TYPE)
+    return any(before.get(k) != after.get(k) for k in keys)
