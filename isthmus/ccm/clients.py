@@ -8,6 +8,14 @@ nothing else: other regions keep working, and a failed creation is not
 cached, so a region that comes back is used again without a restart.
 (Upstream PR #2595 built every region eagerly and gave up on all of them if
 one failed.)
+
+A region that does not answer at all costs a full ``request-timeout`` per
+call, and the controllers work through nodes one by one: a hung region would
+stall every node of every region. So a timeout opens that region's
+:class:`RegionBreaker` for a while; its calls then fail at once (still an
+error, never "not found"), and the first call after the pause probes it
+again. Refused connections and HTTP errors fail fast on their own and do not
+open it.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -90,16 +99,55 @@ def build_session(config: CloudConfig, auth: Any | None = None) -> Any:
     )
 
 
+class RegionBreaker:
+    """Per-region pause after a timeout; thread-safe.
+
+    ``check`` raises :class:`RegionError` while a region is paused; ``trip``
+    pauses it for ``cooldown`` seconds. Expiry lets the next call through as
+    a probe: if it times out again the region is paused again, so a hung
+    region costs one timeout per ``cooldown`` instead of one per node.
+    """
+
+    def __init__(self, cooldown: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cooldown = cooldown
+        self.clock = clock
+        self._open: dict[str, tuple[float, str]] = {}  # region -> (until, reason)
+        self._lock = threading.Lock()
+
+    def check(self, region: str) -> None:
+        with self._lock:
+            until, reason = self._open.get(region, (0.0, ""))
+        left = until - self.clock()
+        if left > 0:
+            raise RegionError(region, f"not asked for {left:.0f}s more after a timeout ({reason})")
+
+    def trip(self, region: str, reason: str) -> None:
+        if self.cooldown <= 0:
+            return
+        with self._lock:
+            self._open[region] = (self.clock() + self.cooldown, reason)
+        LOG.warning("region %s timed out (%s): its calls fail at once for %.0fs", region, reason, self.cooldown)
+
+
 @contextmanager
-def _region_errors(region: str, what: str) -> Iterator[None]:
-    """Turn any SDK / keystoneauth failure into a RegionError for ``region``."""
+def _region_errors(region: str, what: str, breaker: RegionBreaker | None = None) -> Iterator[None]:
+    """Turn any SDK / keystoneauth failure into a RegionError for ``region``.
+
+    A timeout also trips ``breaker`` for the region.
+    """
     from keystoneauth1 import exceptions as ksa_exc
     from openstack import exceptions as sdk_exc
 
+    if breaker is not None:
+        breaker.check(region)
     try:
         yield
     except RegionError:
         raise
+    except ksa_exc.ConnectTimeout as exc:  # keystoneauth's name for connect *and* read timeouts
+        if breaker is not None:
+            breaker.trip(region, f"{what} timed out")
+        raise RegionError(region, f"{what}: {_one_line(exc)}") from exc
     except (sdk_exc.SDKException, ksa_exc.ClientException) as exc:
         raise RegionError(region, f"{what}: {_one_line(exc)}") from exc
 
@@ -108,11 +156,11 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _get_or_none(region: str, what: str, fetch: Callable[[], Any]) -> Any | None:
+def _get_or_none(region: str, what: str, fetch: Callable[[], Any], breaker: RegionBreaker | None = None) -> Any | None:
     """``fetch()``, with 404 as ``None`` and other failures as RegionError."""
     from openstack import exceptions as sdk_exc
 
-    with _region_errors(region, what):
+    with _region_errors(region, what, breaker):
         try:
             return fetch()
         except sdk_exc.NotFoundException:
@@ -169,34 +217,38 @@ def to_port(raw: Any) -> Port:
 class OpenStackRegionClient:
     """:class:`~isthmus.ccm.instances.RegionClient` over an openstacksdk Connection."""
 
-    def __init__(self, region: str, connection: Any) -> None:
+    def __init__(self, region: str, connection: Any, breaker: RegionBreaker | None = None) -> None:
         self.region = region
         self._conn = connection
+        self._breaker = breaker
+
+    def _get(self, what: str, fetch: Callable[[], Any]) -> Any | None:
+        return _get_or_none(self.region, what, fetch, self._breaker)
 
     def get_server(self, server_id: str) -> Server | None:
-        raw = _get_or_none(self.region, f"GET server {server_id}", lambda: self._conn.compute.get_server(server_id))
+        raw = self._get(f"GET server {server_id}", lambda: self._conn.compute.get_server(server_id))
         return None if raw is None else to_server(raw)
 
     def find_servers(self, name: str) -> list[Server]:
-        with _region_errors(self.region, f"list servers named {name!r}"):
+        with _region_errors(self.region, f"list servers named {name!r}", self._breaker):
             found = [to_server(s) for s in self._conn.compute.servers(details=True, name=exact_name_filter(name))]
         # Nova's regex match may differ from ours (collation, engine): keep exact names only.
         return [s for s in found if s.name == name]
 
     def get_flavor(self, flavor_id: str) -> Flavor | None:
-        raw = _get_or_none(self.region, f"GET flavor {flavor_id}", lambda: self._conn.compute.get_flavor(flavor_id))
+        raw = self._get(f"GET flavor {flavor_id}", lambda: self._conn.compute.get_flavor(flavor_id))
         return None if raw is None else Flavor(id=raw.id, name=raw.name or "")
 
     def list_ports(self, device_id: str) -> list[Port]:
-        with _region_errors(self.region, f"list ports of {device_id}"):
+        with _region_errors(self.region, f"list ports of {device_id}", self._breaker):
             return [to_port(p) for p in self._conn.network.ports(device_id=device_id)]
 
     def get_port(self, port_id: str) -> Port | None:
-        raw = _get_or_none(self.region, f"GET port {port_id}", lambda: self._conn.network.get_port(port_id))
+        raw = self._get(f"GET port {port_id}", lambda: self._conn.network.get_port(port_id))
         return None if raw is None else to_port(raw)
 
     def get_network(self, network_id: str) -> Network | None:
-        raw = _get_or_none(self.region, f"GET network {network_id}", lambda: self._conn.network.get_network(network_id))
+        raw = self._get(f"GET network {network_id}", lambda: self._conn.network.get_network(network_id))
         return None if raw is None else Network(id=raw.id, name=raw.name or "")
 
 
@@ -215,8 +267,10 @@ class OpenStackClients:
         regions: tuple[str, ...],
         interface: str = "public",
         connect: Callable[[Any, str, str], Any] = _sdk_connection,
+        breaker: RegionBreaker | None = None,
     ) -> None:
         self.session = session
+        self.breaker = breaker if breaker is not None else RegionBreaker()
         self.regions = regions
         self.interface = interface
         self._connect = connect
@@ -228,6 +282,7 @@ class OpenStackClients:
         return cls(build_session(config), config.regions, config.global_.interface)
 
     def client(self, region: str) -> OpenStackRegionClient:
+        self.breaker.check(region)
         with self._lock:
             cached = self._clients.get(region)
         if cached is not None:
@@ -235,7 +290,7 @@ class OpenStackClients:
         if region not in self.regions:
             raise RegionError(region, "not a configured region")
         self._check_catalog(region)
-        created = OpenStackRegionClient(region, self._connect(self.session, region, self.interface))
+        created = OpenStackRegionClient(region, self._connect(self.session, region, self.interface), self.breaker)
         with self._lock:
             return self._clients.setdefault(region, created)
 

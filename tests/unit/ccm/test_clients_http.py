@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from keystoneauth1 import fixture, session
 
-from isthmus.ccm.clients import OpenStackClients
+from isthmus.ccm.clients import OpenStackClients, RegionBreaker
 from isthmus.ccm.errors import InstanceNotFound, RegionError
 from isthmus.ccm.instances import Instances, NodeRef
 
@@ -29,9 +30,13 @@ SERVER = {"id": "i1", "name": "node-1", "status": "ACTIVE", "OS-EXT-AZ:availabil
 class Handler(BaseHTTPRequestHandler):
     routes: dict[str, tuple[int, Any]] = {}
     seen: list[str] = []
+    stall: dict[str, float] = {}  # path prefix -> seconds to sleep before answering
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         self.seen.append(self.path)
+        for prefix, seconds in self.stall.items():
+            if self.path.startswith(prefix):
+                time.sleep(seconds)
         base = f"http://{self.headers['Host']}"
         path = self.path.split("?")[0].rstrip("/")
         if path.endswith("/v2.1"):
@@ -58,13 +63,13 @@ def server() -> Iterator[str]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    Handler.routes, Handler.seen = {}, []
+    Handler.routes, Handler.seen, Handler.stall = {}, [], {}
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
 
 
-def clients_for(base: str) -> OpenStackClients:
+def clients_for(base: str, timeout: float = 5, breaker: RegionBreaker | None = None) -> OpenStackClients:
     token = fixture.V3Token()
     token.set_project_scope()
     compute, network = token.add_service("compute"), token.add_service("network")
@@ -74,8 +79,8 @@ def clients_for(base: str) -> OpenStackClients:
     # Three is in the catalog but nothing listens there
     compute.add_standard_endpoints(public="http://127.0.0.1:9/compute/v2.1", region="Three")
     network.add_standard_endpoints(public="http://127.0.0.1:9/network", region="Three")
-    sess = session.Session(auth=StaticAuth(token), timeout=5)
-    return OpenStackClients(sess, ("One", "Two", "Three"))
+    sess = session.Session(auth=StaticAuth(token), timeout=timeout)
+    return OpenStackClients(sess, ("One", "Two", "Three"), breaker=breaker)
 
 
 def test_lookup_over_http(server: str) -> None:
@@ -101,3 +106,33 @@ def test_500_and_refused_are_region_errors(server: str) -> None:
     # Two answers 404 and One/Three are skipped when the providerID names Two
     with pytest.raises(InstanceNotFound):
         inst.lookup(NodeRef("n", "openstack://Two/i1"))
+
+
+def test_a_timeout_pauses_only_that_region(server: str) -> None:
+    """A hung Nova costs one timeout per cooldown, not one per node; others keep answering."""
+    Handler.routes["/One/compute/v2.1/servers/i1"] = (200, {"server": SERVER})
+    Handler.routes["/One/network/v2.0/ports"] = (200, {"ports": []})
+    now = [0.0]
+    clients = clients_for(server, timeout=0.5, breaker=RegionBreaker(cooldown=30, clock=lambda: now[0]))
+    inst = Instances(clients, ("One", "Two", "Three"))
+    inst.instance_exists(NodeRef("warm", "openstack://Two/i0"))  # version discovery done before the stall
+    Handler.stall["/Two/"] = 1.0
+    started = time.monotonic()
+    with pytest.raises(RegionError, match="timed out") as err:
+        inst.instance_exists(NodeRef("a", "openstack://Two/i1"))
+    assert err.value.region == "Two"
+    asked = len(Handler.seen)
+    for name in ("b", "c", "d"):
+        with pytest.raises(RegionError, match="not asked for 30s more after a timeout") as err:
+            inst.instance_exists(NodeRef(name, "openstack://Two/i1"))
+        assert err.value.region == "Two"
+        # a region-less providerID: One is asked, Two's pause is an error, never "not found"
+        with pytest.raises(RegionError):
+            inst.instance_exists(NodeRef(name, "/i-nowhere"))
+    assert time.monotonic() - started < 2.0
+    assert not any(p.startswith("/Two/") for p in Handler.seen[asked:])
+    assert inst.instance_metadata(NodeRef("x", "openstack://One/i1")).region == "One"
+    # after the cooldown the next call probes Two again
+    del Handler.stall["/Two/"]
+    now[0] += 31
+    assert inst.instance_exists(NodeRef("e", "openstack://Two/i1")) is False
