@@ -9,17 +9,24 @@ It must be idempotent: it may run twice, or again after a crash halfway.
     @registry.handler("port_delete", retry=RetryPolicy(max_attempts=5))
     def delete_port(ctx: JobContext) -> None:
         ...  # raise RetryLater("region down") / PermanentFailure("bad payload")
+
+A type may declare the named parts of its key (``resource_keys``, default
+``("resource_id",)``): the Admin API publishes them as the type's schema, checks
+posted jobs against them, and joins the values with ``#`` into ``resource_id``
+(``HandlerSpec.join_resource`` / ``split_resource``). The engine itself only
+ever sees the joined ``resource_id``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.jobs.backoff import RetryPolicy
-from isthmus.jobs.errors import UnknownJobType
+from isthmus.jobs.errors import InvalidJobRequest, UnknownJobType
 from isthmus.jobs.models import MAX_TYPE_LEN, ResourceRef
 
 
@@ -63,12 +70,48 @@ class Resync:
             raise ValueError("resync interval must be > 0")
 
 
+RESOURCE_SEPARATOR = "#"
+DEFAULT_RESOURCE_KEYS = ("resource_id",)
+_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
 @dataclass(frozen=True)
 class HandlerSpec:
     job_type: str
     handler: Handler
     retry: RetryPolicy | None = None  # None: the worker's default policy
     resync: Resync | None = None
+    resource_keys: tuple[str, ...] = DEFAULT_RESOURCE_KEYS
+
+    def join_resource(self, resource: Mapping[str, Any]) -> str:
+        """``{"pod_id": P, "network_id": N}`` -> ``"P#N"`` (in declared key order).
+
+        Keys must match the declaration exactly; values are non-empty strings
+        without the separator. Errors name the keys at fault."""
+        if not isinstance(resource, Mapping):
+            raise InvalidJobRequest("resource: must be an object")
+        missing = [k for k in self.resource_keys if k not in resource]
+        extra = sorted(str(k) for k in resource if k not in self.resource_keys)
+        if missing or extra:
+            parts = ([f"missing key(s) {', '.join(missing)}"] if missing else []) + (
+                [f"unexpected key(s) {', '.join(extra)}"] if extra else [])
+            raise InvalidJobRequest(
+                f"resource: {'; '.join(parts)} (type {self.job_type} takes {', '.join(self.resource_keys)})")
+        for key in self.resource_keys:
+            value = resource[key]
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidJobRequest(f"resource.{key}: must be a non-empty string")
+            if RESOURCE_SEPARATOR in value:
+                raise InvalidJobRequest(f"resource.{key}: must not contain {RESOURCE_SEPARATOR!r}")
+        return RESOURCE_SEPARATOR.join(resource[k].strip() for k in self.resource_keys)
+
+    def split_resource(self, resource_id: str) -> dict[str, str]:
+        """The inverse of :meth:`join_resource`; a resource id of another shape
+        (not written through it) comes back as ``{"resource_id": resource_id}``."""
+        parts = resource_id.split(RESOURCE_SEPARATOR, len(self.resource_keys) - 1)
+        if len(parts) != len(self.resource_keys):
+            return {"resource_id": resource_id}
+        return dict(zip(self.resource_keys, parts))
 
 
 class HandlerRegistry:
@@ -82,20 +125,29 @@ class HandlerRegistry:
         *,
         retry: RetryPolicy | None = None,
         resync: Resync | None = None,
+        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
     ) -> None:
         if not job_type or len(job_type) > MAX_TYPE_LEN:
             raise ValueError(f"job type must be 1..{MAX_TYPE_LEN} characters")
         if job_type in self._specs:
             raise ValueError(f"a handler for job type {job_type!r} is already registered")
-        self._specs[job_type] = HandlerSpec(job_type, handler, retry, resync)
+        keys = tuple(resource_keys)
+        if not keys or len(set(keys)) != len(keys) or not all(_KEY.match(k) for k in keys):
+            raise ValueError(f"resource_keys of {job_type!r}: distinct lower-case identifiers, at least one")
+        self._specs[job_type] = HandlerSpec(job_type, handler, retry, resync, keys)
 
     def handler(
-        self, job_type: str, *, retry: RetryPolicy | None = None, resync: Resync | None = None
+        self,
+        job_type: str,
+        *,
+        retry: RetryPolicy | None = None,
+        resync: Resync | None = None,
+        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
     ) -> Callable[[Handler], Handler]:
         """Decorator form of :meth:`register`."""
 
         def decorate(func: Handler) -> Handler:
-            self.register(job_type, func, retry=retry, resync=resync)
+            self.register(job_type, func, retry=retry, resync=resync, resource_keys=resource_keys)
             return func
 
         return decorate
@@ -108,6 +160,10 @@ class HandlerRegistry:
 
     def job_types(self) -> tuple[str, ...]:
         return tuple(sorted(self._specs))
+
+    def schemas(self) -> dict[str, tuple[str, ...]]:
+        """Job type -> its resource keys, sorted by type (``GET /v1.0/jobs/schemas``)."""
+        return {t: self._specs[t].resource_keys for t in sorted(self._specs)}
 
     def resyncs(self) -> list[HandlerSpec]:
         return [spec for spec in self._specs.values() if spec.resync is not None]
