@@ -11,6 +11,8 @@ from typing import Any
 RESOURCE_TYPES = (
     "network", "subnet", "port", "security_group", "router", "shadow_port",
     "floatingip", "trunk", "qos_policy",
+    # The gateway's id -> region table (top id == bottom id).
+    "server", "volume", "snapshot", "backup",
 )
 
 
@@ -56,3 +58,17 @@ class Routing:
         record["created_at"] = self.created_at.isoformat()
         record["updated_at"] = self.updated_at.isoformat()
         return record
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Project ``project_id`` places new servers/volumes in pod ``pod_id`` (gateway)."""
+
+    id: int
+    project_id: str
+    pod_id: str
+    created_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "project_id": self.project_id, "pod_id": self.pod_id,
+                "created_at": self.created_at.isoformat()}

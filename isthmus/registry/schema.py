@@ -35,6 +35,17 @@ routings = sa.Table(
     sa.Index("ix_isthmus_routings_top", "top_id", "resource_type"),
 )
 
+# Tenant -> region affinity (gateway scheduling): where a project's new servers and
+# volumes go when it names no region; the oldest binding matching the AZ wins.
+bindings = sa.Table(
+    "isthmus_pod_bindings",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("project_id", sa.String(255), nullable=False),
+    sa.Column("pod_id", sa.String(36), sa.ForeignKey("isthmus_pods.pod_id", ondelete="CASCADE"), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.UniqueConstraint("project_id", "pod_id", name="uq_isthmus_pod_bindings"),
+)
 
 def create_schema(engine: Engine) -> None:
     metadata.create_all(engine)

@@ -104,6 +104,7 @@ class Registry:
         with write_tx(self.engine) as conn:
             # Explicit, not ON DELETE CASCADE: SQLite enforces foreign keys only when asked.
             conn.execute(schema.routings.delete().where(schema.routings.c.pod_id == pod_id))
+            conn.execute(schema.bindings.delete().where(schema.bindings.c.pod_id == pod_id))
             deleted = conn.execute(schema.pods.delete().where(schema.pods.c.pod_id == pod_id)).rowcount
         if not deleted:
             raise NotFound(f"pod {pod_id} not found")

@@ -1,0 +1,67 @@
+"""oslo.config options of isthmus-gateway."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+gateway_opts = [
+    cfg.HostAddressOpt("bind_host", default="127.0.0.1", help="Address to listen on."),
+    cfg.PortOpt("bind_port", default=19998, help="Port to listen on (Nova and Cinder share it)."),
+    cfg.URIOpt("public_url", help="Base URL clients reach the gateway at (links are rewritten to it). "
+               "Default: the scheme and Host of each request."),
+    cfg.StrOpt("central_region", default="CentralRegion",
+               help="Keystone region of the gateway's own endpoints; never a target region."),
+    cfg.StrOpt("master_region", help="Region that holds the global objects (flavors, keypairs, quotas, "
+               "volume types, images). Default: the first regional pod by name."),
+    cfg.FloatOpt("list_timeout", default=10.0, min=0.1,
+                 help="Per-region timeout of a list fan-out; a region slower than this is 'down'."),
+    cfg.FloatOpt("request_timeout", default=120.0, min=0.1, help="Timeout of a request forwarded to one region."),
+    cfg.BoolOpt("strict_lists", default=False,
+                help="A region that is down fails a list with 503 (default: skip it and log)."),
+    cfg.IntOpt("max_limit", default=1000, min=1, help="Largest page of a merged list (Nova's osapi_max_limit)."),
+    cfg.IntOpt("connection_limit", default=200, min=1, help="Pooled connections to all regions together."),
+    cfg.IntOpt("catalog_ttl", default=300, min=1,
+               help="Seconds endpoints and microversion ranges are cached; refreshed early on connection errors."),
+    cfg.BoolOpt("lookup_unrouted", default=False,
+                help="GET by an id the routing table does not know asks every region (default: 404 at once; "
+                "lists adopt resources they see, so anything listed is routable)."),
+    cfg.BoolOpt("replicate_images", default=True,
+                help="Copy a master-region image (same UUID) into the target region before a server boots "
+                "from it there."),
+]
+
+cli_opts = [cfg.BoolOpt("debug", short="d", default=False, help="Debug logging.")]
+
+SERVICE_CREDENTIALS = "service_credentials"
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    from isthmus.jobs import config as jobs_config
+
+    conf.register_opts(gateway_opts, group="gateway")
+    jobs_config.register_opts(conf)  # [database] connection: the Isthmus DB (registry, jobs)
+    ks_loading.register_auth_conf_options(conf, SERVICE_CREDENTIALS)
+    ks_loading.register_session_conf_options(conf, SERVICE_CREDENTIALS)
+    conf.register_opt(cfg.StrOpt("interface", default="public", help="Endpoint interface to reach regions by."),
+                      group=SERVICE_CREDENTIALS)
+
+
+def load(argv: Sequence[str] | None = None, *, default_files: Sequence[str] | None = None) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    conf.register_cli_opts(cli_opts)
+    conf(list(argv or []), project="isthmus", prog="isthmus-gateway", default_config_files=default_files)
+    return conf
+
+
+def service_session(conf: cfg.ConfigOpts):
+    """The gateway's own keystoneauth session (endpoint discovery, propagation)."""
+    auth = ks_loading.load_auth_from_conf_options(conf, SERVICE_CREDENTIALS)
+    return ks_loading.load_session_from_conf_options(conf, SERVICE_CREDENTIALS, auth=auth)
+
+
+def list_opts():
+    return [("gateway", gateway_opts)]

@@ -1,0 +1,259 @@
+"""Merged lists: sort specs, k-way merge across regions, global marker/limit.
+
+Each region returns its items already sorted (we forward the sort parameters);
+the gateway merges the sorted streams, so a page costs O(limit) per region.
+
+A page ends with item M (the ``marker`` of the next page). To continue after M,
+every region must resume where *it* left off: the region that owns M resumes
+after M, another region resumes after the last of its items that was shown.
+Those per-region cursors are remembered per (query, marker) for the pages this
+process served. For a marker it has not seen (another gateway process, a marker
+typed by hand) it reads M's sort values from its region and skips, in every
+other region, the items that sort before it: always correct, just slower.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+Item = dict[str, Any]
+
+
+class InvalidSort(ValueError):
+    """A sort_key/sort_dir/sort parameter the gateway cannot honour (400)."""
+
+
+@dataclass(frozen=True)
+class SortKey:
+    field: str  # as it appears in the response body
+    desc: bool
+
+
+# Nova's sort_key values name DB columns; the body shows some of them elsewhere.
+NOVA_FIELDS = {
+    "uuid": "id", "display_name": "name", "display_description": "description",
+    "vm_state": "OS-EXT-STS:vm_state", "task_state": "OS-EXT-STS:task_state",
+    "power_state": "OS-EXT-STS:power_state", "launched_at": "OS-SRV-USG:launched_at",
+    "terminated_at": "OS-SRV-USG:terminated_at", "availability_zone": "OS-EXT-AZ:availability_zone",
+    "host": "OS-EXT-SRV-ATTR:host", "node": "OS-EXT-SRV-ATTR:hypervisor_hostname",
+    "hostname": "OS-EXT-SRV-ATTR:hostname", "launch_index": "OS-EXT-SRV-ATTR:launch_index",
+    "root_device_name": "OS-EXT-SRV-ATTR:root_device_name", "kernel_id": "OS-EXT-SRV-ATTR:kernel_id",
+    "ramdisk_id": "OS-EXT-SRV-ATTR:ramdisk_id",
+}
+CINDER_FIELDS = {"display_name": "name", "display_description": "description"}
+DEFAULT = (SortKey("created_at", True), SortKey("id", True))
+
+
+def nova_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
+    """Nova: repeated ``sort_key``/``sort_dir``; default created_at desc, id desc."""
+    keys = list(query.get("sort_key", []))
+    dirs = list(query.get("sort_dir", []))
+    if not keys:
+        return DEFAULT
+    if len(dirs) > len(keys):
+        raise InvalidSort("more sort_dir than sort_key parameters")
+    dirs += ["desc"] * (len(keys) - len(dirs))
+    return _with_tiebreak([SortKey(NOVA_FIELDS.get(k, k), _desc(d)) for k, d in zip(keys, dirs)])
+
+
+def cinder_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
+    """Cinder: ``sort=k1:dir,k2`` or the older ``sort_key``/``sort_dir``; same default."""
+    if query.get("sort"):
+        if query.get("sort_key") or query.get("sort_dir"):
+            raise InvalidSort("sort cannot be combined with sort_key/sort_dir")
+        specs = []
+        for part in ",".join(query["sort"]).split(","):
+            name, _, direction = part.strip().partition(":")
+            if not name:
+                raise InvalidSort(f"bad sort parameter {part!r}")
+            specs.append(SortKey(CINDER_FIELDS.get(name, name), _desc(direction or "desc")))
+        return _with_tiebreak(specs)
+    keys = list(query.get("sort_key", []))
+    if not keys:
+        return DEFAULT
+    dirs = list(query.get("sort_dir", [])) or ["desc"]
+    return _with_tiebreak([SortKey(CINDER_FIELDS.get(k, k), _desc(dirs[min(i, len(dirs) - 1)]))
+                           for i, k in enumerate(keys)])
+
+
+def _desc(direction: str) -> bool:
+    direction = direction.strip().lower()
+    if direction not in ("asc", "desc"):
+        raise InvalidSort(f"sort direction {direction!r} must be asc or desc")
+    return direction == "desc"
+
+
+def _with_tiebreak(keys: list[SortKey]) -> tuple[SortKey, ...]:
+    """Regions break ties by id in the direction of the last key; so do we, for a total order."""
+    if not any(k.field == "id" for k in keys):
+        keys.append(SortKey("id", keys[-1].desc if keys else True))
+    return tuple(keys)
+
+
+# --- comparable keys -----------------------------------------------------------
+
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}")
+
+
+def _scalar(value: Any) -> tuple:
+    """A value that compares across types and formats: None first, then numbers, then
+    timestamps (any ISO-8601 form, naive = UTC), then strings."""
+    if value is None:
+        return (0,)
+    if isinstance(value, bool):
+        return (1, int(value))
+    if isinstance(value, (int, float)):
+        return (1, value)
+    if isinstance(value, str):
+        if _ISO.match(value):
+            try:
+                parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                if parsed.tzinfo is None:
+                    parsed = parsed.replace(tzinfo=timezone.utc)
+                return (2, parsed.timestamp(), "")
+            except ValueError:
+                pass
+        return (3, value)
+    return (4, str(value))
+
+
+class _Reversed:
+    """Inverts the order of a comparable (for descending keys) without negating it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: tuple) -> None:
+        self.value = value
+
+    def __lt__(self, other: "_Reversed") -> bool:
+        return other.value < self.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reversed) and self.value == other.value
+
+
+def sort_key(spec: Sequence[SortKey]) -> Callable[[Item], tuple]:
+    def key(item: Item) -> tuple:
+        out = []
+        for k in spec:
+            value = _scalar(item.get(k.field))
+            out.append(_Reversed(value) if k.desc else value)
+        return tuple(out)
+    return key
+
+
+# --- per-region streams and the merge ---------------------------------------------
+
+Fetch = Callable[[str | None, int], Awaitable[tuple[list[Item], bool]]]
+"""fetch(region_marker, limit) -> (items in region order, whether more may follow)."""
+
+
+@dataclass
+class RegionStream:
+    """One region's items in order, fetched a page at a time, skipping what sorts
+    at or before ``after`` (the global marker's key)."""
+
+    region: str
+    fetch: Fetch
+    page_size: int
+    marker: str | None = None  # region-native marker to resume from
+    after: tuple | None = None
+    key: Callable[[Item], tuple] = field(default=lambda item: ())
+    _buffer: list[Item] = field(default_factory=list)
+    _more: bool = True
+
+    async def prime(self) -> None:
+        await self._fill()
+
+    async def _fill(self) -> None:
+        while not self._buffer and self._more:
+            items, more = await self.fetch(self.marker, self.page_size)
+            self._more = more and bool(items)
+            if items:
+                self.marker = items[-1]["id"]
+            if self.after is not None:
+                items = [i for i in items if self.after < self.key(i)]
+            self._buffer = items
+
+    async def head(self) -> Item | None:
+        if not self._buffer:
+            await self._fill()
+        return self._buffer[0] if self._buffer else None
+
+    def pop(self) -> Item:
+        return self._buffer.pop(0)
+
+
+async def merge(streams: Sequence[RegionStream], key: Callable[[Item], tuple],
+                limit: int) -> tuple[list[tuple[str, Item]], bool]:
+    """Take up to ``limit`` items in global order; also say whether more remain."""
+    heap: list[tuple[tuple, int, RegionStream]] = []
+    counter = itertools.count()
+    for stream in streams:
+        head = await stream.head()
+        if head is not None:
+            heap.append((key(head), next(counter), stream))
+    heapq.heapify(heap)
+    out: list[tuple[str, Item]] = []
+    while heap and len(out) < limit:
+        _, _, stream = heapq.heappop(heap)
+        out.append((stream.region, stream.pop()))
+        head = await stream.head()
+        if head is not None:
+            heapq.heappush(heap, (key(head), next(counter), stream))
+    return out, bool(heap)
+
+
+# --- cursors for the next page ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where each region resumes after a page that ended with ``marker``."""
+
+    markers: Mapping[str, str | None]  # region -> native marker (None: from the start)
+    after: tuple  # sort key of the global marker
+
+
+class CursorCache:
+    """Bounded LRU of page-end cursors, keyed by (list identity, marker id)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._items: OrderedDict[tuple, Cursor] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def put(self, scope: tuple, marker: str, cursor: Cursor) -> None:
+        with self._lock:
+            self._items[(scope, marker)] = cursor
+            self._items.move_to_end((scope, marker))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def get(self, scope: tuple, marker: str) -> Cursor | None:
+        with self._lock:
+            cursor = self._items.get((scope, marker))
+            if cursor is not None:
+                self._items.move_to_end((scope, marker))
+            return cursor
+
+
+def next_cursor(page: Sequence[tuple[str, Item]], start: Mapping[str, str | None],
+                key: Callable[[Item], tuple]) -> Cursor:
+    markers = dict(start)
+    for region, item in page:
+        markers[region] = item["id"]
+    return Cursor(markers, key(page[-1][1]))
+
+
+async def aiter_list(items: list[Item]) -> AsyncIterator[Item]:  # pragma: no cover - helper for tests
+    for item in items:
+        yield item

@@ -1,0 +1,108 @@
+"""Talking to regions: one pooled aiohttp client, header hygiene, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+
+LOG = logging.getLogger(__name__)
+
+# RFC 9110 §7.6.1 hop-by-hop headers, plus Host (recomputed from the region URL)
+# and the lengths/encodings that change when a body is rewritten.
+HOP_BY_HOP = frozenset(h.lower() for h in (
+    "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE",
+    "Trailer", "Trailers", "Transfer-Encoding", "Upgrade",
+))
+NEVER_FORWARD = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
+# Identity headers are set by keystonemiddleware from a validated token; a client
+# must not be able to pre-set them for the region.
+_IDENTITY_PREFIXES = ("x-identity-", "x-service-", "x-user", "x-project-", "x-domain-", "x-tenant",
+                      "x-role", "x-is-admin")
+RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date",
+                              "x-openstack-request-id", "x-compute-request-id", "openstack-api-version", "vary"}
+
+
+class RegionUnavailable(Exception):
+    def __init__(self, region: str, reason: str) -> None:
+        super().__init__(f"region {region} unavailable: {reason}")
+        self.region = region
+        self.reason = reason
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: CIMultiDictProxy[str] | CIMultiDict[str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+    @property
+    def is_json(self) -> bool:
+        return "json" in self.headers.get("Content-Type", "")
+
+
+def request_headers(inbound: Mapping[str, str]) -> CIMultiDict[str]:
+    """What of the client's headers a region may see."""
+    listed = {h.strip().lower() for h in inbound.get("Connection", "").split(",") if h.strip()}
+    out: CIMultiDict[str] = CIMultiDict()
+    for key, value in inbound.items():
+        low = key.lower()
+        if low in NEVER_FORWARD or low in listed or low.startswith(_IDENTITY_PREFIXES):
+            continue
+        if low in ("openstack-api-version", "x-openstack-nova-api-version"):
+            continue  # the negotiated version is set explicitly
+        out.add(key, value)
+    return out
+
+
+def response_headers(reply_headers: Mapping[str, str]) -> CIMultiDict[str]:
+    listed = {h.strip().lower() for h in reply_headers.get("Connection", "").split(",") if h.strip()}
+    out: CIMultiDict[str] = CIMultiDict()
+    for key, value in reply_headers.items():
+        low = key.lower()
+        if low in RESPONSE_DROP or low in listed:
+            continue
+        out.add(key, value)
+    return out
+
+
+class Upstream:
+    """A pooled HTTP client shared by every request of the process."""
+
+    def __init__(self, connection_limit: int = 200) -> None:
+        self._limit = connection_limit
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=self._limit, keepalive_timeout=30,
+                                         ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True,
+                                              skip_auto_headers=("User-Agent",))
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(self, region: str, method: str, url: str, headers: Mapping[str, str],
+                      body: bytes | None, timeout: float) -> Reply:
+        assert self._session is not None, "Upstream.start() was not called"
+        try:
+            async with self._session.request(method, url, headers=headers, data=body or None,
+                                             allow_redirects=False,
+                                             timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                data = await resp.read()
+                return Reply(resp.status, resp.headers, data)
+        except asyncio.TimeoutError as err:
+            raise RegionUnavailable(region, f"no answer within {timeout:g}s") from err
+        except aiohttp.ClientError as err:
+            raise RegionUnavailable(region, type(err).__name__) from err

@@ -1,0 +1,154 @@
+"""Which region owns a resource, and where a new one goes.
+
+Backed by the Isthmus region registry (pods, AZs, project bindings, routings);
+an in-process LRU in front of it keeps the hot path off the database. Database
+calls run in a small thread pool (SQLAlchemy is synchronous).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from isthmus.registry import Pod, Registry
+from isthmus.registry.bindings import Bindings
+from isthmus.gateway.faults import Fault
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Router:
+    def __init__(self, registry: Registry, central_region: str, master_region: str | None = None,
+                 pods_ttl: float = 10.0, cache_size: int = 200_000) -> None:
+        self.registry = registry
+        self.bindings = Bindings(registry.engine)
+        self.central_region = central_region
+        self._master = master_region
+        self._pods: list[Pod] = []
+        self._pods_at = 0.0
+        self._pods_ttl = pods_ttl
+        self._cache: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._cache_size = cache_size
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gateway-db")
+        self._pending: set[asyncio.Task] = set()
+
+    async def _db(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # --- pods ------------------------------------------------------------------
+    async def pods(self) -> list[Pod]:
+        """Regional pods (never the central one), ordered by region name."""
+        if time.monotonic() - self._pods_at > self._pods_ttl:
+            pods = await self._db(self.registry.regional_pods)
+            self._pods = [p for p in pods if p.region_name != self.central_region]
+            self._pods_at = time.monotonic()
+        return self._pods
+
+    async def regions(self) -> list[str]:
+        return [p.region_name for p in await self.pods()]
+
+    async def pod(self, region: str) -> Pod | None:
+        return next((p for p in await self.pods() if p.region_name == region), None)
+
+    async def master_region(self) -> str:
+        regions = await self.regions()
+        if self._master:
+            return self._master
+        if not regions:
+            raise Fault(503, "No region is registered with the gateway.")
+        return regions[0]
+
+    async def availability_zones(self) -> list[str]:
+        zones: list[str] = []
+        for pod in await self.pods():
+            if pod.az_name not in zones:
+                zones.append(pod.az_name)
+        return zones
+
+    async def regions_in_az(self, az: str) -> list[str]:
+        return [p.region_name for p in await self.pods() if p.az_name == az]
+
+    # --- placement ---------------------------------------------------------------
+    async def choose(self, project_id: str, az: str | None) -> Pod:
+        """Where a new server/volume of ``project_id`` goes (reference §5.1, fixed):
+        the project's oldest binding that fits the AZ; else the first pod of that AZ
+        by region name, which becomes a binding. Unknown AZ: 400, nothing bound."""
+        pods = await self.pods()
+        if not pods:
+            raise Fault(503, "No region is available for new resources.")
+        candidates = [p for p in pods if not az or p.az_name == az]
+        if not candidates:
+            raise Fault(400, f"The requested availability zone is not available: {az}")
+        by_id = {p.pod_id: p for p in candidates}
+        for binding in await self._db(self.bindings.list, project_id):
+            if binding.pod_id in by_id:
+                return by_id[binding.pod_id]
+        chosen = candidates[0]
+        await self._db(self.bindings.bind, project_id, chosen.pod_id)
+        return chosen
+
+    # --- id -> region -------------------------------------------------------------
+    def _remember(self, kind: str, resource_id: str, region: str) -> None:
+        self._cache[(kind, resource_id)] = region
+        self._cache.move_to_end((kind, resource_id))
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    async def region_of(self, kind: str, resource_id: str) -> str | None:
+        cached = self._cache.get((kind, resource_id))
+        if cached:
+            return cached
+        rows = await self._db(self.registry.routings_of, resource_id, kind)
+        if not rows:
+            return None
+        pods = {p.pod_id: p.region_name for p in await self.pods()}
+        region = pods.get(rows[0].pod_id)
+        if region:
+            self._remember(kind, resource_id, region)
+        return region
+
+    async def record(self, kind: str, resource_id: str, region: str, project_id: str) -> None:
+        """Persist a routing now (creates): raises if the database refuses."""
+        pod = await self.pod(region)
+        if pod is None:
+            raise LookupError(f"region {region} is not a registered pod")
+        await self._db(self.registry.ensure_routing, resource_id, resource_id, pod.pod_id,
+                       project_id or "-", kind)
+        self._remember(kind, resource_id, region)
+
+    def adopt(self, kind: str, items: list[tuple[str, str, str]]) -> None:
+        """Resources seen in a list: (id, region, project). Cached at once, persisted
+        in the background (a lost write is redone at the next sighting)."""
+        fresh = [(i, r, p) for i, r, p in items if self._cache.get((kind, i)) != r]
+        for resource_id, region, _ in fresh:
+            self._remember(kind, resource_id, region)
+        if not fresh:
+            return
+
+        async def persist() -> None:
+            try:
+                for resource_id, region, project in fresh:
+                    await self.record(kind, resource_id, region, project)
+            except Exception:  # noqa: BLE001
+                LOG.exception("adopting %d %s routings failed", len(fresh), kind)
+
+        task = asyncio.get_running_loop().create_task(persist())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def forget(self, kind: str, resource_id: str) -> None:
+        self._cache.pop((kind, resource_id), None)
+        await self._db(self.registry.forget, resource_id, kind)
+
+    async def drain(self) -> None:
+        """Wait for background routing writes (tests, shutdown)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)

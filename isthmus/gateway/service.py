@@ -1,0 +1,52 @@
+"""``isthmus-gateway``: build the gateway from its configuration and serve it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from isthmus.gateway import config
+
+
+def build(conf):
+    """The Gateway object for a parsed configuration (no I/O until served)."""
+    from isthmus.db import make_engine
+    from isthmus.gateway.app import Gateway, Settings
+    from isthmus.gateway.auth import KeystoneValidator
+    from isthmus.gateway.catalog import Catalog, keystone_loader
+    from isthmus.gateway.proxy import Upstream
+    from isthmus.gateway.routing import Router
+    from isthmus.registry import Registry, create_schema
+
+    g = conf.gateway
+    engine = make_engine(conf.database.connection)
+    create_schema(engine)  # idempotent: the gateway's tables (bindings) may be newer than the DB
+    router = Router(Registry(engine), g.central_region, g.master_region)
+    session = config.service_session(conf)
+    catalog = Catalog(keystone_loader(session), conf.service_credentials.interface, {g.central_region},
+                      g.catalog_ttl)
+    settings = Settings(public_url=g.public_url, list_timeout=g.list_timeout, request_timeout=g.request_timeout,
+                        strict_lists=g.strict_lists, max_limit=g.max_limit, lookup_unrouted=g.lookup_unrouted,
+                        catalog_ttl=g.catalog_ttl)
+    gateway = Gateway(settings, router, catalog, Upstream(g.connection_limit), KeystoneValidator(conf))
+    from isthmus.gateway import globals as global_objects
+    global_objects.install(gateway, conf, engine, session)
+    return gateway
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``isthmus-gateway`` console script."""
+    conf = config.load(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.DEBUG if conf.debug else logging.INFO,
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    gateway = build(conf)
+    web.run_app(gateway.make_app(), host=conf.gateway.bind_host, port=conf.gateway.bind_port,
+                access_log=None, print=None, shutdown_timeout=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""In-process fake regional Nova and the gateway wired to it (no Keystone, no sandbox)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from isthmus.db import make_engine
+from isthmus.gateway.app import Gateway, Settings
+from isthmus.gateway.auth import Identity, Unauthorized
+from isthmus.gateway.catalog import Catalog
+from isthmus.gateway.proxy import Upstream
+from isthmus.gateway.routing import Router
+from isthmus.registry import Registry, create_schema
+
+PROJECT = "0123456789abcdef0123456789abcdef"
+OTHER = "fedcba9876543210fedcba9876543210"
+ADMIN_PROJECT = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+_clock = itertools.count()
+
+
+@dataclass
+class FakeNova:
+    region: str
+    az: str
+    max_version: str = "2.96"
+    servers: dict = field(default_factory=dict)
+    requests: list = field(default_factory=list)
+    base: str = ""
+
+    def add(self, name: str, project: str = PROJECT) -> dict:
+        sid = str(uuid.uuid4())
+        self.servers[sid] = {"id": sid, "name": name, "tenant_id": project, "status": "ACTIVE",
+                             "created_at": f"2024-01-01T00:{next(_clock) // 60:02d}:{next(_clock) % 60:02d}Z",
+                             "OS-EXT-AZ:availability_zone": "nova",
+                             "links": [{"rel": "self", "href": f"{self.base}/v2.1/servers/{sid}"},
+                                       {"rel": "bookmark", "href": f"{self.base}/servers/{sid}"}]}
+        return self.servers[sid]
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.requests.append((request.method, request.path_qs, dict(request.headers), body))
+        parts = [p for p in request.path.split("/") if p]
+        if not parts:
+            return web.json_response({"versions": [{"id": "v2.1", "status": "CURRENT", "version": self.max_version,
+                                                    "min_version": "2.1", "links": []}]})
+        parts = parts[1:]  # drop v2.1
+        if parts and parts[0] == PROJECT or (parts and parts[0] == OTHER):
+            parts = parts[1:]
+        if parts == ["servers", "detail"]:
+            items = sorted(self.servers.values(), key=lambda s: (s["created_at"], s["id"]), reverse=True)
+            if "name" in request.query:
+                items = [s for s in items if s["name"] == request.query["name"]]
+            marker = request.query.get("marker")
+            if marker:
+                ids = [s["id"] for s in items]
+                if marker not in ids:
+                    return web.json_response({"badRequest": {"code": 400, "message": f"marker [{marker}] not found"}},
+                                             status=400)
+                items = items[ids.index(marker) + 1:]
+            limit = int(request.query.get("limit", 1000))
+            out = {"servers": items[:limit]}
+            if len(items) > limit:
+                out["servers_links"] = [{"rel": "next", "href": f"{self.base}/v2.1/servers/detail?marker=x"}]
+            return web.json_response(out)
+        if parts == ["servers"] and request.method == "POST":
+            doc = json.loads(body)
+            server = self.add(doc["server"]["name"])
+            return web.json_response({"server": {"id": server["id"], "links": server["links"]}}, status=202)
+        if len(parts) >= 2 and parts[0] == "servers":
+            server = self.servers.get(parts[1])
+            if server is None:
+                return web.json_response({"itemNotFound": {"code": 404, "message":
+                                          f"Instance {parts[1]} could not be found at {self.base}"}}, status=404)
+            if request.method == "DELETE":
+                del self.servers[parts[1]]
+                return web.Response(status=204)
+            if len(parts) == 3 and parts[2] == "action":
+                return web.json_response({"conflictingRequest": {"code": 409, "message": "wrong state"}}, status=409)
+            return web.json_response({"server": server})
+        if parts and parts[0] == "flavors":
+            return web.json_response({"flavors": [{"id": "1", "name": f"from-{self.region}"}]})
+        return web.json_response({"itemNotFound": {"code": 404, "message": "nope"}}, status=404)
+
+
+class FakeValidator:
+    async def validate(self, headers):
+        token = headers.get("X-Auth-Token")
+        if token == "user":
+            return Identity(token, "u", PROJECT, frozenset({"member"}))
+        if token == "admin":
+            return Identity(token, "a", ADMIN_PROJECT, frozenset({"admin"}))
+        raise Unauthorized(401, b'{"error": {"code": 401}}', [("WWW-Authenticate", "Keystone uri=x")])
+
+
+async def start(tmp_path, regions: list[FakeNova], **settings) -> tuple[TestClient, Gateway, list[TestServer]]:
+    servers = []
+    for nova in regions:
+        server = TestServer(nova.app())
+        await server.start_server()
+        nova.base = str(server.make_url("")).rstrip("/")
+        servers.append(server)
+    engine = make_engine(f"sqlite:///{tmp_path / 'isthmus.sqlite'}")
+    create_schema(engine)
+    registry = Registry(engine)
+    registry.ensure_pod("CentralRegion")
+    for nova in regions:
+        registry.ensure_pod(nova.region, nova.az)
+
+    def load(_refresh):
+        return {"compute": [{"region_id": n.region, "interface": "public", "url": n.base + "/v2.1"}
+                            for n in regions]}, None
+
+    catalog = Catalog(load, "public", {"CentralRegion"}, ttl=300)
+    gateway = Gateway(Settings(list_timeout=1.0, request_timeout=2.0, **settings),
+                      Router(registry, "CentralRegion"), catalog, Upstream(), FakeValidator())
+    client = TestClient(TestServer(gateway.make_app()))
+    await client.start_server()
+    return client, gateway, servers
+
+
+async def stop(client: TestClient, servers: list[TestServer]) -> None:
+    await client.close()
+    for server in servers:
+        await server.close()

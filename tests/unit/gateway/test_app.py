@@ -1,0 +1,190 @@
+"""The gateway against in-process fake regions: routing, lists, faults, scoping."""
+
+import re
+import uuid
+
+import pytest
+import pytest_asyncio
+
+from tests.unit.gateway.fakes import OTHER, PROJECT, FakeNova, start, stop
+
+USER = {"X-Auth-Token": "user"}
+ADMIN = {"X-Auth-Token": "admin"}
+pytestmark = pytest.mark.asyncio
+
+
+@pytest_asyncio.fixture
+async def env(tmp_path):
+    one, two = FakeNova("RegionOne", "az1", "2.90"), FakeNova("RegionTwo", "az2", "2.95")
+    client, gateway, servers = await start(tmp_path, [one, two])
+    yield client, gateway, one, two, servers
+    await stop(client, servers)
+
+
+async def test_versions_without_token_and_intersection(env):
+    client, _, *_ = env
+    resp = await client.get("/")
+    doc = await resp.json()
+    assert resp.status == 200
+    v = doc["versions"][0]
+    assert (v["id"], v["min_version"], v["version"]) == ("v2.1", "2.1", "2.90")
+    assert (await client.post("/")).status == 404
+    assert (await client.delete("/compute/")).status == 404
+
+
+async def test_token_required_and_request_id(env):
+    client, *_ = env
+    resp = await client.get("/compute/v2.1/servers")
+    assert resp.status == 401
+    assert re.match(r"^req-[0-9a-f-]{36}$", resp.headers["x-openstack-request-id"])
+
+
+async def test_microversion_forwarded_and_echoed(env):
+    client, _, one, two, _ = env
+    one.add("a")
+    resp = await client.get("/compute/v2.1/servers", headers={**USER, "OpenStack-API-Version": "compute 2.30"})
+    assert resp.status == 200
+    assert resp.headers["OpenStack-API-Version"] == "compute 2.30"
+    assert "OpenStack-API-Version" in resp.headers["Vary"]
+    assert one.requests[-1][2]["OpenStack-API-Version"] == "compute 2.30"
+    resp = await client.get("/compute/v2.1/servers", headers={**USER, "OpenStack-API-Version": "compute 2.95"})
+    assert resp.status == 406
+    assert "computeFault" in await resp.json()
+    await client.get("/compute/v2.1/servers", headers=USER)
+    assert one.requests[-1][2]["OpenStack-API-Version"] == "compute 2.1"
+
+
+async def test_merged_pagination_with_gateway_links(env):
+    client, _, one, two, _ = env
+    for i in range(3):
+        one.add(f"a{i}")
+    for i in range(2):
+        two.add(f"b{i}")
+    full = await (await client.get("/compute/v2.1/servers/detail", headers=USER)).json()
+    assert len(full["servers"]) == 5 and "servers_links" not in full
+    got, url, pages = [], "/compute/v2.1/servers/detail?limit=2", 0
+    while url:
+        doc = await (await client.get(url, headers=USER)).json()
+        pages += 1
+        got += [s["id"] for s in doc["servers"]]
+        nxt = [l["href"] for l in doc.get("servers_links", []) if l["rel"] == "next"]
+        url = None
+        if nxt:
+            assert nxt[0].startswith(str(client.make_url("")).rstrip("/") + "/compute/v2.1/servers/detail?")
+            url = nxt[0].split(str(client.server.port), 1)[1]
+    assert pages == 3 and got == [s["id"] for s in full["servers"]]
+    for s in full["servers"]:
+        for link in s["links"]:
+            assert link["href"].startswith(str(client.make_url("")).rstrip("/") + "/compute/"), link
+        assert s["OS-EXT-AZ:availability_zone"] in ("az1", "az2")
+
+
+async def test_cold_marker_uses_sort_values(env):
+    client, gateway, one, two, _ = env
+    for i in range(3):
+        one.add(f"a{i}")
+        two.add(f"b{i}")
+    full = await (await client.get("/compute/v2.1/servers/detail", headers=USER)).json()
+    ids = [s["id"] for s in full["servers"]]
+    gateway.cursors = type(gateway.cursors)()  # another process: nothing cached
+    doc = await (await client.get(f"/compute/v2.1/servers/detail?marker={ids[2]}&limit=2", headers=USER)).json()
+    assert [s["id"] for s in doc["servers"]] == ids[3:5]
+
+
+async def test_brief_list_and_filters(env):
+    client, _, one, two, _ = env
+    one.add("vm1")
+    two.add("vm1")
+    two.add("other")
+    doc = await (await client.get("/compute/v2.1/servers?name=vm1", headers=USER)).json()
+    assert len(doc["servers"]) == 2 and set(doc["servers"][0]) == {"id", "name", "links"}
+
+
+async def test_down_region_skipped_or_503(env, tmp_path):
+    client, gateway, one, two, servers = env
+    a = one.add("a")
+    b = two.add("b")
+    await client.get("/compute/v2.1/servers", headers=USER)  # adopts both
+    await servers[1].close()
+    doc = await (await client.get("/compute/v2.1/servers/detail", headers=USER)).json()
+    assert [s["id"] for s in doc["servers"]] == [a["id"]]
+    resp = await client.get(f"/compute/v2.1/servers/{b['id']}", headers=USER)
+    assert resp.status == 503
+    text = await resp.text()
+    assert two.base.split("//")[1] not in text and "RegionTwo" in text
+    gateway.settings.strict_lists = True
+    assert (await client.get("/compute/v2.1/servers/detail", headers=USER)).status == 503
+
+
+async def test_routing_create_show_delete(env):
+    client, gateway, one, two, _ = env
+    resp = await client.post("/compute/v2.1/servers", headers=USER,
+                             json={"server": {"name": "x", "availability_zone": "az2", "imageRef": "i",
+                                              "flavorRef": "f", "user_data": "abc", "key_name": "k"}})
+    assert resp.status == 202
+    sid = (await resp.json())["server"]["id"]
+    assert sid in two.servers and not one.servers
+    sent = two.requests[-1]
+    assert b'"user_data": "abc"' in sent[3] and b"availability_zone" not in sent[3]  # pod_az_name "" -> no AZ
+    assert sent[2].get("Host", "").endswith(str(two.base.rsplit(":", 1)[1]))
+    count = len(one.requests)
+    show = await client.get(f"/compute/v2.1/servers/{sid}", headers=USER)
+    assert show.status == 200 and (await show.json())["server"]["OS-EXT-AZ:availability_zone"] == "az2"
+    assert len(one.requests) == count  # routed: RegionOne not asked
+    # the project is now bound to RegionTwo: a create without AZ goes there too
+    resp = await client.post("/compute/v2.1/servers", headers=USER, json={"server": {"name": "y"}})
+    assert (await resp.json())["server"]["id"] in two.servers
+    assert (await client.delete(f"/compute/v2.1/servers/{sid}", headers=USER)).status == 204
+    assert (await client.get(f"/compute/v2.1/servers/{sid}", headers=USER)).status == 404  # gone: routing dropped
+    count = len(two.requests)
+    assert (await client.get(f"/compute/v2.1/servers/{sid}", headers=USER)).status == 404
+    assert len(two.requests) == count
+    unknown = await client.get(f"/compute/v2.1/servers/{uuid.uuid4()}", headers=USER)
+    assert unknown.status == 404 and "itemNotFound" in await unknown.json()
+
+
+async def test_unknown_az_is_400_and_binds_nothing(env):
+    client, gateway, *_ = env
+    resp = await client.post("/compute/v2.1/servers", headers=USER, json={"server": {"name": "x",
+                                                                                      "availability_zone": "nope"}})
+    assert resp.status == 400 and "badRequest" in await resp.json()
+    assert gateway.router.bindings.list(PROJECT) == []
+
+
+async def test_region_faults_pass_through_without_urls(env):
+    client, _, one, *_ = env
+    await client.post("/compute/v2.1/servers", headers=USER, json={"server": {"name": "x", "availability_zone": "az1"}})
+    sid = next(iter(one.servers))
+    resp = await client.post(f"/compute/v2.1/servers/{sid}/action", headers=USER, json={"os-stop": None})
+    assert resp.status == 409 and (await resp.json())["conflictingRequest"]["message"] == "wrong state"
+    one.servers.clear()
+    resp = await client.get(f"/compute/v2.1/servers/{sid}", headers=USER)
+    text = await resp.text()
+    assert resp.status == 404 and one.base.split("//")[1] not in text
+
+
+async def test_project_scoping(env):
+    client, _, one, *_ = env
+    assert (await client.get(f"/compute/v2.1/{OTHER}/servers", headers=USER)).status == 403
+    assert (await client.get(f"/compute/v2.1/{PROJECT}/servers", headers=USER)).status == 200
+    assert (await client.get(f"/compute/v2.1/{OTHER}/servers", headers=ADMIN)).status == 200
+
+
+async def test_adopted_on_first_sight(env):
+    client, _, one, *_ = env
+    s = one.add("direct")
+    assert (await client.get(f"/compute/v2.1/servers/{s['id']}", headers=USER)).status == 404
+    await client.get("/compute/v2.1/servers", headers=USER)
+    assert (await client.get(f"/compute/v2.1/servers/{s['id']}", headers=USER)).status == 200
+
+
+async def test_availability_zones_from_registry(env):
+    client, *_ = env
+    doc = await (await client.get("/compute/v2.1/os-availability-zone", headers=USER)).json()
+    assert [z["zoneName"] for z in doc["availabilityZoneInfo"]] == ["az1", "az2"]
+
+
+async def test_other_collections_go_to_the_master(env):
+    client, *_ = env
+    doc = await (await client.get("/compute/v2.1/flavors", headers=USER)).json()
+    assert doc["flavors"][0]["name"] == "from-RegionOne"
