@@ -1,0 +1,1 @@
+"""Commands of ``openstack multiregion`` (Admin API v1.0)."""
