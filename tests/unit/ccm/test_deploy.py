@@ -1,0 +1,353 @@
+"""deploy/ccm: valid manifests, and RBAC that covers every Kubernetes call the CCM makes.
+
+Three checks:
+
+* every document parses and uses only fields the Kubernetes API knows (the
+  official client's generated models), so ``kubectl apply`` will not reject it;
+* statically, every ``kubernetes.client`` API method called anywhere in
+  ``isthmus/ccm`` maps (through the client's own request templates) to a
+  verb/resource the ServiceAccount is granted;
+* dynamically, every request the controllers and the leader elector send to
+  kmock in a full scenario is granted by the same rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import datetime
+import inspect
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import kmock
+import pytest
+import yaml
+from kubernetes import client
+
+from isthmus.ccm.config import parse_config
+from isthmus.ccm.controllers.kube import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
+from isthmus.ccm.controllers.leader import LeaseElector
+from isthmus.ccm.controllers.lifecycle import LifecycleController
+from isthmus.ccm.controllers.node import NodeController
+from isthmus.ccm.instances import Instances
+from isthmus.ccm.model import Server, ServerAddress
+from isthmus.ccm.service import Manager, Periods, build_parser
+
+from .fakes import FakeClients, FakeRegion
+
+ROOT = Path(__file__).resolve().parents[3]
+DEPLOY = ROOT / "deploy" / "ccm"
+CCM_SOURCE = ROOT / "isthmus" / "ccm"
+
+
+def documents() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    return docs
+
+
+def one(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in documents() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{kind} {name}: {len(found)} documents"
+    return found[0]
+
+
+# --- schema ---------------------------------------------------------------------------------
+
+def check_model(value: Any, type_name: str, path: str) -> None:
+    """``value`` fits the client's model ``type_name``; unknown fields are errors."""
+    if type_name.startswith("List["):
+        assert isinstance(value, list), f"{path}: expected a list"
+        for i, item in enumerate(value):
+            check_model(item, type_name[5:-1], f"{path}[{i}]")
+    elif type_name.startswith("Dict["):
+        assert isinstance(value, dict), f"{path}: expected a mapping"
+        inner = type_name[type_name.index(",") + 1:-1].strip()
+        for key, item in value.items():
+            check_model(item, inner, f"{path}.{key}")
+    elif type_name in ("str", "bytes", "datetime"):
+        assert isinstance(value, str), f"{path}: expected a string, got {value!r}"
+    elif type_name == "int":
+        assert isinstance(value, int) and not isinstance(value, bool), f"{path}: expected an integer"
+    elif type_name == "bool":
+        assert isinstance(value, bool), f"{path}: expected a boolean"
+    elif type_name == "object":
+        pass  # int-or-string and free-form fields
+    else:
+        model = getattr(client, type_name)
+        assert isinstance(value, dict), f"{path}: expected a {type_name} mapping"
+        fields = {json_name: attr for attr, json_name in model.attribute_map.items()}
+        for key, item in value.items():
+            assert key in fields, f"{path}: {type_name} has no field {key!r}"
+            check_model(item, model.openapi_types[fields[key]], f"{path}.{key}")
+
+
+def test_every_document_is_a_valid_object() -> None:
+    docs = documents()
+    assert {d["kind"] for d in docs} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                         "RoleBinding", "Secret", "Deployment"}
+    for doc in docs:
+        version = doc["apiVersion"].split("/")[-1]
+        check_model(doc, f"{version.capitalize()}{doc['kind']}", f"{doc['kind']}/{doc['metadata']['name']}")
+        assert doc["metadata"]["name"]
+
+
+# --- RBAC model -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Access:
+    """One API request as RBAC sees it."""
+
+    verb: str
+    group: str
+    resource: str  # with "/subresource"
+    namespace: str | None
+    name: str | None
+
+
+def access_of(method: str, path: str, query: dict[str, list[str]] | None = None) -> Access:
+    """RBAC attributes of an API request path (``/api/v1/...`` or ``/apis/G/V/...``)."""
+    parts = [p for p in path.split("/") if p]
+    if parts[0] == "api":
+        group, rest = "", parts[2:]
+    else:
+        group, rest = parts[1], parts[3:]
+    namespace = None
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        namespace, rest = rest[1], rest[2:]
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    name = rest[1] if len(rest) > 1 else None
+    verb = {"POST": "create", "PATCH": "patch", "PUT": "update"}.get(method)
+    if method == "GET":
+        verb = "get" if name else ("watch" if (query or {}).get("watch") == ["true"] else "list")
+    elif method == "DELETE":
+        verb = "delete" if name else "deletecollection"
+    assert verb, method
+    return Access(verb, group, resource, namespace, name)
+
+
+def rules_for(service_account: str, namespace: str) -> list[tuple[str | None, dict[str, Any]]]:
+    """(namespace or None for cluster-wide, rule) granted to the ServiceAccount."""
+    docs = documents()
+    subject = {"kind": "ServiceAccount", "name": service_account, "namespace": namespace}
+    granted: list[tuple[str | None, dict[str, Any]]] = []
+    for binding in docs:
+        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == service_account
+                   and s.get("namespace", binding["metadata"].get("namespace")) == subject["namespace"]
+                   for s in binding["subjects"]):
+            continue
+        ref = binding["roleRef"]
+        scope = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
+        role = one(ref["kind"], ref["name"])
+        if ref["kind"] == "Role":
+            assert role["metadata"]["namespace"] == scope
+        granted += [(scope, rule) for rule in role["rules"]]
+    return granted
+
+
+def allowed(access: Access, granted: list[tuple[str | None, dict[str, Any]]]) -> bool:
+    for scope, rule in granted:
+        if scope is not None and access.namespace != scope:
+            continue
+        if not ({"*", access.group} & set(rule.get("apiGroups", []))):
+            continue
+        if not ({"*", access.resource} & set(rule.get("resources", []))):
+            continue
+        if not ({"*", access.verb} & set(rule.get("verbs", []))):
+            continue
+        names = rule.get("resourceNames")
+        if names and access.name not in names:  # a create has no name: never matched by resourceNames
+            continue
+        return True
+    return False
+
+
+@dataclass(frozen=True)
+class Deployed:
+    service_account: str
+    namespace: str
+    lease_name: str
+    lease_namespace: str
+
+
+def deployed() -> Deployed:
+    deployment = one("Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "isthmus-ccm")
+    args = build_parser().parse_args([a.replace("$(POD_NAME)", "pod-0") for a in container["args"]])
+    return Deployed(pod["serviceAccountName"], deployment["metadata"]["namespace"],
+                    args.leader_elect_resource_name, args.leader_elect_resource_namespace)
+
+
+# --- static: every kubernetes.client call in isthmus/ccm -------------------------------------
+
+API_CLASSES = (client.CoreV1Api, client.CoordinationV1Api)
+
+
+def request_template(method_name: str) -> tuple[str, str] | None:
+    """(HTTP method, path template) of a client API method, from the client's own serializer."""
+    for api in API_CLASSES:
+        serialize = getattr(api, f"_{method_name}_serialize", None)
+        if serialize is None:
+            continue
+        src = inspect.getsource(serialize)
+        http = re.search(r"method='([A-Z]+)'", src)
+        path = re.search(r"resource_path='([^']+)'", src)
+        assert http and path, method_name
+        return http.group(1), path.group(1)
+    return None
+
+
+def called_api_methods() -> set[str]:
+    names: set[str] = set()
+    for path in CCM_SOURCE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if request_template(node.func.attr) is not None:
+                    names.add(node.func.attr)
+    return names
+
+
+def test_code_calls_are_found() -> None:
+    # guards the scan itself: these calls exist today
+    assert {"list_node", "patch_node", "patch_node_status", "delete_node", "read_node",
+            "read_namespaced_lease", "create_namespaced_lease", "patch_namespaced_lease"} <= called_api_methods()
+
+
+def test_rbac_covers_every_call_in_the_code() -> None:
+    d = deployed()
+    granted = rules_for(d.service_account, d.namespace)
+    missing = []
+    for method_name in sorted(called_api_methods()):
+        http, template = request_template(method_name)  # type: ignore[misc]
+        lease = "leases" in template
+        path = template.replace("{namespace}", d.lease_namespace).replace(
+            "{name}", d.lease_name if lease else "some-node")
+        access = access_of(http, path)
+        if not allowed(access, granted):
+            missing.append(f"{method_name}: {access}")
+    assert not missing, "RBAC in deploy/ccm lacks:\n" + "\n".join(missing)
+
+
+def test_rbac_grants_nothing_unused() -> None:
+    d = deployed()
+    used = {(a.group, a.resource, a.verb) for a in (
+        access_of(*request_template(m)) for m in called_api_methods())}  # type: ignore[misc]
+    for _, rule in rules_for(d.service_account, d.namespace):
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    assert (group, resource, verb) in used, f"granted but never used: {verb} {group}/{resource}"
+
+
+def test_deployment_wiring() -> None:
+    deployment = one("Deployment")
+    sa = one("ServiceAccount")
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+    assert sa["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert any(t["key"] == TAINT_UNINITIALIZED for t in pod["tolerations"])
+    d = deployed()
+    role = one("Role")
+    assert role["metadata"]["namespace"] == d.lease_namespace == "kube-system"
+    assert any(d.lease_name in r.get("resourceNames", []) for r in role["rules"])
+
+    # --cloud-config points into the mounted Secret, which has a cloud.conf we can read
+    container = pod["containers"][0]
+    args = build_parser().parse_args([a.replace("$(POD_NAME)", "pod-0") for a in container["args"]])
+    mount = next(m for m in container["volumeMounts"] if args.cloud_config.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    secret = one("Secret", volume["secret"]["secretName"])
+    assert secret["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    key = args.cloud_config[len(mount["mountPath"]) + 1:]
+    config = parse_config(secret["stringData"][key], "02-cloud-config.yaml")
+    assert config.regions == ("RegionOne", "RegionTwo", "RegionThree")
+    assert config.global_.application_credential_id and not config.warnings
+
+
+# --- dynamic: every request of a full scenario ----------------------------------------------
+
+NODES = kmock.resource("", "v1", "nodes")
+UNINIT = {"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}
+
+
+def node(name: str, provider_id: str = "", ready: bool | None = None, taints: list | None = None) -> dict:
+    status: dict[str, Any] = {"addresses": []}
+    if ready is not None:
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    spec: dict[str, Any] = {"taints": taints or []}
+    if provider_id:
+        spec["providerID"] = provider_id
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec, "status": status}
+
+
+class Recorder:
+    """Records (method, path, query) of every request the client sends; changes nothing."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.seen: list[tuple[str, str, dict[str, list[str]]]] = []
+        self._call = api.call_api
+        api.call_api = self  # type: ignore[method-assign]
+
+    def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        parts = urlsplit(url)
+        self.seen.append((method, parts.path, parse_qs(parts.query)))
+        return self._call(method, url, *args, **kwargs)
+
+
+@pytest.fixture
+def scenario_cloud() -> Iterator[FakeClients]:
+    one_region = FakeRegion("RegionOne", [
+        Server("i-1", "node-1", "ACTIVE", "az1", {"original_name": "m1"}, {"net": (ServerAddress("10.0.0.1"),)}),
+        Server("i-off", "node-off", "SHUTOFF", "az1", {"original_name": "m1"}),
+    ])
+    yield FakeClients({"RegionOne": one_region, "RegionTwo": FakeRegion("RegionTwo")})
+
+
+@pytest.mark.asyncio
+async def test_rbac_covers_every_request_of_a_full_run(kmock: Any, scenario_cloud: FakeClients) -> None:
+    kmock.objects[NODES, None, "node-1"] = node("node-1", taints=[UNINIT])
+    kmock.objects[NODES, None, "node-off"] = node("node-off", "openstack://RegionOne/i-off", ready=False)
+    kmock.objects[NODES, None, "gone"] = node("gone", "openstack://RegionOne/i-gone", ready=False)
+    kmock.objects[NODES, None, "back"] = node("back", "openstack://RegionOne/i-1", ready=True,
+                                              taints=[{"key": TAINT_SHUTDOWN, "effect": "NoSchedule"}])
+    cfg = client.Configuration()
+    cfg.host = str(kmock.url).rstrip("/")
+    api = client.ApiClient(cfg)
+    recorder = Recorder(api)
+    d = deployed()
+    nodes = NodeAPI(client.CoreV1Api(api))
+    inst = Instances(scenario_cloud, ("RegionOne", "RegionTwo"), environ={})
+    manager = Manager(nodes, NodeController(nodes, inst), LifecycleController(nodes, inst),
+                      Periods(node_status_update=0.0))
+    clock = [0.0]
+    elector = LeaseElector(client.CoordinationV1Api(api), d.lease_name, d.lease_namespace, "pod-0",
+                           clock=lambda: clock[0], wall_clock=lambda: datetime.datetime.now(datetime.UTC))
+
+    def run() -> None:
+        assert elector.try_acquire_or_renew()  # creates the Lease
+        manager.step()  # initialise, lifecycle, addresses
+        clock[0] += 1
+        assert elector.try_acquire_or_renew()  # get + patch
+        manager.step()
+        elector.release()
+
+    await asyncio.to_thread(run)
+    accesses = {access_of(m, p, q) for m, p, q in recorder.seen}
+    kinds = {(a.verb, a.resource) for a in accesses}
+    assert {("list", "nodes"), ("patch", "nodes"), ("patch", "nodes/status"), ("delete", "nodes"),
+            ("create", "leases"), ("get", "leases"), ("patch", "leases")} <= kinds, kinds
+    granted = rules_for(d.service_account, d.namespace)
+    denied = [a for a in sorted(accesses, key=str) if not allowed(a, granted)]
+    assert not denied, denied
