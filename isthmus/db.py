@@ -39,6 +39,9 @@ def make_engine(url: str, *, busy_timeout: float = 30.0, echo: bool = False) -> 
 
 def _sqlite_engine(url: str, busy_timeout: float, echo: bool) -> Engine:
     engine = sa.create_engine(url, echo=echo, connect_args={"timeout": busy_timeout})
+    # Tells process-wide SQLite tweaks (the sandbox's, for OpenStack services) to
+    # leave this engine's BEGIN to us.
+    engine.isthmus_begins_itself = True  # type: ignore[attr-defined]
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]

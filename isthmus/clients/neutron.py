@@ -62,7 +62,8 @@ class NeutronClient:
     def create(self, collection: str, obj: dict) -> dict:
         key = singular(collection)
         body = self.call("POST", collection, {key: obj})
-        assert body is not None
+        if body is None:  # e.g. the network named in the body does not exist there
+            raise Rejected(404, f"{self.region} Neutron: not found")
         return body[key]
 
     def update(self, collection: str, obj_id: str, changes: dict) -> dict | None:

@@ -29,9 +29,9 @@ def load_session(conf: cfg.ConfigOpts, group: str) -> ks_session.Session:
 class RegionClients:
     """Lazily built, cached per region; building one never touches another."""
 
-    def __init__(self, session: ks_session.Session, timeout: float = 30.0, user_agent: str = "isthmus") -> None:
+    def __init__(self, session: ks_session.Session, user_agent: str = "isthmus") -> None:
+        # Timeouts are the session's (the ``timeout`` option of its config group).
         self.session = session
-        self.timeout = timeout
         self.user_agent = user_agent
         self._neutron: dict[str, NeutronClient] = {}
         self._lock = threading.Lock()
@@ -41,7 +41,7 @@ class RegionClients:
             if region not in self._neutron:
                 http = ks_adapter.Adapter(
                     self.session, service_type="network", interface=["internal", "public"],
-                    region_name=region, user_agent=self.user_agent, timeout=self.timeout,
+                    region_name=region, user_agent=self.user_agent,
                     connect_retries=1, status_code_retries=1,
                 )
                 self._neutron[region] = NeutronClient(http, region)

@@ -251,7 +251,7 @@ def build_worker(conf: cfg.ConfigOpts) -> Worker:
     if conf.jobs.create_schema:
         create_schema(engine)
     registry = load_handlers(
-        HandlerRegistry(), conf.jobs.handler_modules, use_entry_points=conf.jobs.load_entry_points
+        HandlerRegistry(), conf.jobs.handler_modules, use_entry_points=conf.jobs.load_entry_points, conf=conf
     )
     return Worker(JobStore(engine), registry, settings_from_conf(conf), config.retry_policy(conf))
 

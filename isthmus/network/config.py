@@ -22,7 +22,6 @@ OPTS = [
                help="Local plugin: the region whose Neutron is central."),
     cfg.StrOpt("database_connection", secret=True,
                help="Central plugin: the Isthmus database (registry and jobs)."),
-    cfg.FloatOpt("central_timeout", default=30.0, help="Local plugin: timeout of calls to central Neutron."),
 ]
 
 _registered = False

@@ -8,9 +8,9 @@ Isthmus database: SQLite by default, PostgreSQL/MariaDB for several hosts.
 from isthmus.registry.errors import Conflict, Invalid, NotFound, RegistryError, UnknownAvailabilityZone
 from isthmus.registry.models import RESOURCE_TYPES, Binding, Pod, Routing
 from isthmus.registry.schema import create_schema, drop_schema
-from isthmus.registry.store import MAX_LIMIT, Registry
+from isthmus.registry.store import MAX_LIMIT, Registry, regions_for_hints
 
 __all__ = [
     "MAX_LIMIT", "RESOURCE_TYPES", "Binding", "Conflict", "Invalid", "NotFound", "Pod", "Registry", "RegistryError",
-    "Routing", "UnknownAvailabilityZone", "create_schema", "drop_schema",
+    "Routing", "UnknownAvailabilityZone", "create_schema", "drop_schema", "regions_for_hints",
 ]

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine, RowMapping
 from isthmus.db import read_tx, retry_transient, write_tx
 from isthmus.registry import schema
 from isthmus.registry.errors import Conflict, Invalid, NotFound, UnknownAvailabilityZone
-from isthmus.registry.models import RESOURCE_TYPES, Pod, Routing
+from isthmus.registry.models import RESOURCE_TYPES, Binding, Pod, Routing
 
 ROUTING_FILTERS = ("id", "top_id", "bottom_id", "pod_id", "project_id", "resource_type")
 MAX_LIMIT = 2000
@@ -42,6 +42,23 @@ def _text(field: str, value: Any, required: bool = True, max_len: int = 255) -> 
     if len(value) > max_len:
         raise Invalid(f"{field}: longer than {max_len} characters")
     return value
+
+
+def regions_for_hints(pods: Iterable[Pod], hints: Iterable[str]) -> list[str]:
+    """The regions an object with these AZ hints may live in (all, for no hints).
+
+    Each hint is an AZ name or a regional region name; anything else is an error."""
+    regional = [p for p in pods if not p.is_central]
+    hints = list(hints)
+    if not hints:
+        return [p.region_name for p in regional]
+    regions: list[str] = []
+    for hint in hints:
+        matched = [p.region_name for p in regional if hint in (p.az_name, p.region_name)]
+        if not matched:
+            raise UnknownAvailabilityZone(hint)
+        regions += [r for r in matched if r not in regions]
+    return regions
 
 
 class Registry:
@@ -123,20 +140,7 @@ class Registry:
         return zones
 
     def regions_for_hints(self, hints: Iterable[str]) -> list[str]:
-        """The regions an object with these AZ hints may live in (all, for no hints).
-
-        Each hint is an AZ name or a regional region name; anything else is an error."""
-        pods = self.regional_pods()
-        hints = list(hints)
-        if not hints:
-            return [p.region_name for p in pods]
-        regions: list[str] = []
-        for hint in hints:
-            matched = [p.region_name for p in pods if hint in (p.az_name, p.region_name)]
-            if not matched:
-                raise UnknownAvailabilityZone(hint)
-            regions += [r for r in matched if r not in regions]
-        return regions
+        return regions_for_hints(self.pods(), hints)
 
     # --- routings ------------------------------------------------------------
     def create_routing(self, top_id: str, bottom_id: str | None, pod_id: str, project_id: str,

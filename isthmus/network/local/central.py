@@ -64,6 +64,6 @@ def client(conf: cfg.ConfigOpts = cfg.CONF) -> CentralClient:
         if _client is None:
             config.register(conf)
             session = load_session(conf, config.CENTRAL_AUTH_GROUP)
-            clients = RegionClients(session, timeout=conf.isthmus.central_timeout, user_agent="isthmus-local")
+            clients = RegionClients(session, user_agent="isthmus-local")
             _client = CentralClient(clients.neutron(conf.isthmus.central_region))
         return _client

@@ -219,7 +219,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         if not _is_central_port(attrs.get("device_owner")):
             return super().create_port(context, port)
         self.get_network(context, attrs["network_id"], fields=["id"])  # copy it if needed
-        central_port, created = self._allocate_at_central(context, attrs)
+        allocated = self._allocate_at_central(context, attrs)
+        if allocated is None:  # a network of this region only: nothing to share
+            return super().create_port(context, port)
+        central_port, created = allocated
         admin = context.elevated()
         for sg_id in central_port.get("security_groups") or []:
             self._ensure_security_group(admin, sg_id)
@@ -231,9 +234,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 self._forget_central_port(central_port["id"])
             raise
 
-    def _allocate_at_central(self, context, attrs: dict) -> tuple[dict, bool]:
-        """(central port, whether we created it). An explicit fixed IP must be
-        one central already allocated on that network (its port is reused)."""
+    def _allocate_at_central(self, context, attrs: dict) -> tuple[dict, bool] | None:
+        """(central port, whether we created it); None for a network central does
+        not know (created in this region only). An explicit fixed IP must be one
+        central already allocated on that network (its port is reused)."""
         central = client()
         explicit = [ip for ip in attrs.get("fixed_ips") or [] if isinstance(ip, dict) and ip.get("ip_address")] \
             if validators.is_attr_set(attrs.get("fixed_ips")) else []
@@ -242,6 +246,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 address = explicit[0]["ip_address"]
                 held = central.ports(network_id=attrs["network_id"], fixed_ips=f"ip_address={address}")
                 if not held:
+                    if central.network(attrs["network_id"]) is None:
+                        return None
                     raise n_exc.InvalidIpForNetwork(ip_address=address)
                 return held[0], False
             project_id = attrs.get("project_id") or attrs.get("tenant_id") or context.project_id
@@ -249,6 +255,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         except CentralUnavailable as err:
             raise _unavailable(err) from err
         except CentralRejected as err:
+            if err.status == 404 and client().network(attrs["network_id"]) is None:
+                return None
             raise _rejected(err, "port") from err
 
     def _port_fields(self, admin, body: dict) -> dict:

@@ -1,0 +1,39 @@
+"""Job handlers that wire regions together; the job engine loads them through
+the ``isthmus.jobs.handlers`` entry point (it names no handler itself)."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from isthmus.jobs import HandlerRegistry, JobContext, ResourceRef, Resync
+from isthmus.network import jobtypes
+from isthmus.network.reconcilers.network_sync import sync_network
+from isthmus.network.reconcilers.security_groups import sync_security_groups
+from isthmus.network.reconcilers.services import LazyServices, register_opts
+
+
+def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = None) -> None:
+    if conf is not None:
+        register_opts(conf)
+    services = LazyServices(conf)
+    interval = conf.isthmus.resync_interval if conf is not None else 60.0
+
+    def routed(resource_type: str, key: str):
+        def list_resources():
+            seen = set()
+            for routing in services.get().registry.list_routings({"resource_type": resource_type}):
+                value = getattr(routing, key)
+                if value not in seen:
+                    seen.add(value)
+                    yield ResourceRef(value, routing.project_id)
+        return list_resources
+
+    registry.register(
+        jobtypes.NETWORK_SYNC, lambda ctx: sync_network(services.get(), ctx),
+        resource_keys=("network_id",), resync=Resync(interval, routed("network", "top_id")))
+    registry.register(
+        jobtypes.SECURITY_GROUP_SYNC, lambda ctx: sync_security_groups(services.get(), ctx),
+        resource_keys=("project_id",), resync=Resync(interval, routed("security_group", "project_id")))
+
+
+__all__ = ["JobContext", "register_handlers"]

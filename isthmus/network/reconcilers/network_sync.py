@@ -1,0 +1,103 @@
+"""``network_sync``: make every regional copy of a network converge on central.
+
+Level-triggered: it reads central and each routed region and repairs whatever
+differs, so it is safe to run twice, after a crash, or after an outage. A region
+that cannot be reached is skipped and the job retried later (RetryLater): it is
+never read as "the copy is gone", and nothing is deleted because of it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from isthmus.clients import NeutronClient, Rejected, Unavailable
+from isthmus.jobs import JobContext, PermanentFailure, RetryLater
+from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.services import Services
+
+LOG = logging.getLogger(__name__)
+
+
+def sync_network(services: Services, ctx: JobContext) -> None:
+    network_id = ctx.resource_id
+    try:
+        central = services.central.get("networks", network_id)
+        subnets = services.central.list("subnets", network_id=network_id) if central else []
+        ports = services.central.list("ports", network_id=network_id) if central else []
+    except Unavailable as err:
+        raise RetryLater(f"central: {err}") from err
+    routings = services.registry.routings_of(network_id, "network")
+    unreachable = []
+    for routing in routings:
+        region = services.region_of_pod(routing.pod_id)
+        if region is None:
+            continue
+        try:
+            if central is None:
+                _remove_copy(services.neutron(region), network_id)
+                services.registry.forget(network_id, "network", routing.pod_id)
+            else:
+                _converge(services.neutron(region), region, central, subnets, ports)
+        except Unavailable as err:
+            LOG.warning("network %s: %s; will retry", network_id, err)
+            unreachable.append(region)
+        except Rejected as err:
+            raise PermanentFailure(f"{region}: {err}") from err
+    if unreachable:
+        raise RetryLater(f"regions unreachable: {', '.join(unreachable)}")
+
+
+def _converge(neutron: NeutronClient, region: str, central: dict, subnets: list[dict], ports: list[dict]) -> None:
+    # A GET by id makes the local plugin copy a network it lost (drift repair).
+    copy = neutron.get("networks", central["id"])
+    if copy is None:
+        LOG.info("network %s: %s holds no copy and central does not place it there", central["id"], region)
+        return
+    changes = plans.changed_fields(central, copy, plans.NETWORK_FIELDS)
+    if changes:
+        LOG.info("network %s in %s: updating %s", central["id"], region, sorted(changes))
+        neutron.update("networks", central["id"], changes)
+    central_subnets = {s["id"] for s in subnets}
+    for subnet in subnets:
+        regional = neutron.get("subnets", subnet["id"])
+        if regional is None:
+            continue
+        changes = plans.changed_fields(subnet, regional, plans.SUBNET_FIELDS)
+        if changes:
+            LOG.info("subnet %s in %s: updating %s", subnet["id"], region, sorted(changes))
+            neutron.update("subnets", subnet["id"], changes)
+    regional_ports = neutron.list("ports", network_id=central["id"])
+    plan = plans.plan_ports(region, ports, regional_ports)
+    for port_id in plan.delete:
+        LOG.info("network %s in %s: deleting port %s", central["id"], region, port_id)
+        neutron.delete("ports", port_id)
+    for body in plan.create_shadows:
+        LOG.info("network %s in %s: shadow of port %s", central["id"], region, plans.shadow_of(body))
+        try:
+            neutron.create("ports", body)
+        except Rejected as err:
+            if err.status != 409:  # 409: created concurrently, converged
+                raise
+    for regional in neutron.list("subnets", network_id=central["id"]):
+        if regional["id"] not in central_subnets:
+            _remove_subnet(neutron, regional)
+
+
+def _remove_subnet(neutron: NeutronClient, subnet: dict) -> None:
+    """A subnet deleted at central: drop the regional copy (its auto ports go with it)."""
+    LOG.info("subnet %s was deleted at central; deleting its copy", subnet["id"])
+    for port in neutron.list("ports", network_id=subnet["network_id"]):
+        if plans.is_shadow(port) or (port.get("device_owner") or "").startswith("network:dhcp"):
+            if any(ip["subnet_id"] == subnet["id"] for ip in port.get("fixed_ips") or []):
+                neutron.delete("ports", port["id"])
+    neutron.delete("subnets", subnet["id"])
+
+
+def _remove_copy(neutron: NeutronClient, network_id: str) -> None:
+    """Central deleted the network (it refused while user ports remained): remove
+    the copy with the ports only Isthmus put there (DHCP copies, shadows)."""
+    for port in neutron.list("ports", network_id=network_id):
+        if plans.is_shadow(port) or (port.get("device_owner") or "").startswith("network:") or plans.is_compute(port):
+            neutron.delete("ports", port["id"])
+    if neutron.delete("networks", network_id):
+        LOG.info("network %s deleted at central: copy removed", network_id)

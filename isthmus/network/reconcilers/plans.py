@@ -1,0 +1,177 @@
+"""Pure planning for the reconcilers: given what central says and what a region
+has, what to create, change and delete there. No I/O, so unit-tested directly."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from isthmus.network import PROFILE_KEY, SHADOW_OWNER, shadow_port_id, shadow_port_name
+from isthmus.network.local.copies import rule_body, rule_key
+
+NETWORK_FIELDS = ("name", "description", "admin_state_up", "shared")
+SUBNET_FIELDS = ("name", "description", "enable_dhcp", "dns_nameservers", "host_routes")
+MEMBER_RULE_TAG = "isthmus:member-of:"
+
+
+def bound_region(port: Mapping[str, Any]) -> str | None:
+    """The region a central port was reported bound in (None: unbound)."""
+    if not port.get("binding:host_id"):
+        return None
+    profile = port.get("binding:profile") or {}
+    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
+    return report.get("region") if isinstance(report, dict) else None
+
+
+def is_compute(port: Mapping[str, Any]) -> bool:
+    owner = port.get("device_owner") or ""
+    return owner.startswith("compute:") and owner != SHADOW_OWNER
+
+
+def is_shadow(port: Mapping[str, Any]) -> bool:
+    return port.get("device_owner") == SHADOW_OWNER
+
+
+def changed_fields(central: Mapping[str, Any], copy: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """Fields whose central value differs from the copy's (order-insensitive lists)."""
+    out = {}
+    for key in fields:
+        want, have = central.get(key), copy.get(key)
+        if isinstance(want, list) and isinstance(have, list):
+            if sorted(map(repr, want)) == sorted(map(repr, have)):
+                continue
+        elif want == have:
+            continue
+        out[key] = want
+    return out
+
+
+@dataclass
+class PortPlan:
+    delete: list[str] = field(default_factory=list)
+    create_shadows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict]) -> PortPlan:
+    """Regional ports of one network against central's.
+
+    * a compute port central no longer has was deleted at central: delete it;
+    * a shadow whose original is gone, moved here, or unbound: delete it;
+    * an unbound stale copy of a port now bound in another region: delete it
+      (the port moved; a shadow replaces it);
+    * a port bound in another region gets a shadow here, if this region has
+      ports of its own on the network (shadows serve L2 between VMs)."""
+    plan = PortPlan()
+    central_by_id = {p["id"]: p for p in central_ports}
+    have = {p["id"]: p for p in regional_ports}
+    for port in regional_ports:
+        original = central_by_id.get(port["id"])
+        if is_shadow(port):
+            if original is None or bound_region(original) in (None, region) or _shadow_stale(port, original):
+                plan.delete.append(port["id"])
+        elif is_compute(port) and original is None:
+            plan.delete.append(port["id"])
+        elif (original is not None and not port.get("binding:host_id") and not (port.get("device_owner") or "")
+              .startswith("network:") and bound_region(original) not in (None, region)):
+            plan.delete.append(port["id"])
+    local_members = any(is_compute(p) and p["id"] not in plan.delete and p.get("binding:host_id")
+                        for p in regional_ports)
+    if not local_members:
+        return plan
+    for port in central_ports:
+        where = bound_region(port)
+        if not is_compute(port) or where in (None, region):
+            continue
+        if port["id"] in have and port["id"] not in plan.delete:
+            continue
+        plan.create_shadows.append(shadow_body(port))
+    return plan
+
+
+def _shadow_stale(shadow: Mapping[str, Any], original: Mapping[str, Any]) -> bool:
+    return (shadow.get("mac_address") != original.get("mac_address")
+            or _ips(shadow) != _ips(original)
+            or shadow.get("binding:host_id") != original.get("binding:host_id"))
+
+
+def _ips(port: Mapping[str, Any]) -> set[str]:
+    return {ip["ip_address"] for ip in port.get("fixed_ips") or []}
+
+
+def shadow_body(port: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a port bound in another region: same UUID (from its name, see
+    the local plugin), MAC and IPs, bound to the remote host. No security
+    groups: remote members are admitted by explicit rules (security_groups)."""
+    return {
+        "name": shadow_port_name(port["id"]),
+        "network_id": port["network_id"],
+        "project_id": port["project_id"],
+        "mac_address": port["mac_address"],
+        "fixed_ips": [{"subnet_id": ip["subnet_id"], "ip_address": ip["ip_address"]} for ip in port["fixed_ips"]],
+        "device_owner": SHADOW_OWNER,
+        "device_id": port.get("device_id") or "",
+        "binding:host_id": port.get("binding:host_id") or "",
+        "port_security_enabled": False,
+        "security_groups": [],
+    }
+
+
+def shadow_of(port: Mapping[str, Any]) -> str | None:
+    return shadow_port_id(port.get("name"))
+
+
+# --------------------------------------------------------------------- security groups
+@dataclass
+class RulePlan:
+    delete: list[str] = field(default_factory=list)
+    create: list[dict[str, Any]] = field(default_factory=list)
+
+
+def member_rules(rule: Mapping[str, Any], members: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A remote-group rule expanded to one rule per address of the group's
+    members bound in other regions (their copies here are not members)."""
+    out = []
+    for port in members:
+        for ip in port.get("fixed_ips") or []:
+            address = ipaddress.ip_address(ip["ip_address"])
+            ethertype = "IPv4" if address.version == 4 else "IPv6"
+            if rule.get("ethertype") and rule["ethertype"] != ethertype:
+                continue
+            expanded = {k: rule.get(k) for k in ("direction", "protocol", "port_range_min", "port_range_max")}
+            expanded.update({
+                "ethertype": ethertype,
+                "remote_ip_prefix": f"{address}/{address.max_prefixlen}",
+                "remote_group_id": None,
+                "description": f"{MEMBER_RULE_TAG}{rule['remote_group_id']}",
+            })
+            out.append(expanded)
+    return out
+
+
+def desired_rules(group: Mapping[str, Any], region: str, ports: list[dict]) -> list[dict[str, Any]]:
+    """Central's rules, plus remote-group member rules for members elsewhere."""
+    rules = list(group.get("security_group_rules") or [])
+    for rule in list(rules):
+        remote = rule.get("remote_group_id")
+        if not remote:
+            continue
+        members = [p for p in ports if remote in (p.get("security_groups") or [])
+                   and is_compute(p) and bound_region(p) not in (None, region)]
+        rules += member_rules(rule, members)
+    return rules
+
+
+def plan_rules(group_id: str, desired: list[dict], existing: list[dict]) -> RulePlan:
+    plan = RulePlan()
+    want = {rule_key(r): r for r in desired}
+    have = {}
+    for rule in existing:
+        key = rule_key(rule)
+        if key in want and key not in have:
+            have[key] = rule
+        else:
+            plan.delete.append(rule["id"])
+    plan.create = [rule_body(r, group_id) for key, r in want.items() if key not in have]
+    return plan

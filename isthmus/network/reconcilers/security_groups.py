@@ -1,0 +1,62 @@
+"""``security_group_sync``: make a project's security groups converge in every
+region that holds copies, including rules admitting remote-group members bound
+in other regions (each region only sees its own ports as members)."""
+
+from __future__ import annotations
+
+import logging
+
+from isthmus.clients import Rejected, Unavailable
+from isthmus.jobs import JobContext, PermanentFailure, RetryLater
+from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.services import Services
+
+LOG = logging.getLogger(__name__)
+
+
+def sync_security_groups(services: Services, ctx: JobContext) -> None:
+    project_id = ctx.resource_id
+    try:
+        groups = services.central.list("security-groups", project_id=project_id)
+        ports = services.central.list("ports", project_id=project_id)
+    except Unavailable as err:
+        raise RetryLater(f"central: {err}") from err
+    central_ids = {g["id"] for g in groups}
+    routings = services.registry.list_routings({"project_id": project_id, "resource_type": "security_group"})
+    unreachable: list[str] = []
+    for routing in routings:
+        region = services.region_of_pod(routing.pod_id)
+        if region is None:
+            continue
+        neutron = services.neutron(region)
+        try:
+            if routing.top_id not in central_ids:
+                neutron.delete("security-groups", routing.top_id)  # deleted at central
+                services.registry.delete_routing(routing.id)
+                continue
+            group = next(g for g in groups if g["id"] == routing.top_id)
+            copy = neutron.get("security-groups", group["id"])  # a GET re-copies a lost group
+            if copy is None:
+                continue
+            plan = plans.plan_rules(group["id"], plans.desired_rules(group, region, ports),
+                                    copy.get("security_group_rules") or [])
+            for rule_id in plan.delete:
+                neutron.delete("security-group-rules", rule_id)
+            for rule in plan.create:
+                try:
+                    neutron.create("security-group-rules", rule)
+                except Rejected as err:
+                    if err.status != 409:
+                        raise
+            if plan.delete or plan.create:
+                LOG.info("security group %s in %s: -%d +%d rules", group["id"], region, len(plan.delete), len(plan.create))
+        except Unavailable as err:
+            LOG.warning("security groups of %s: %s; will retry", project_id, err)
+            unreachable.append(region)
+        except Rejected as err:
+            if err.status == 409:  # a group still in use there: try again later
+                unreachable.append(region)
+                continue
+            raise PermanentFailure(f"{region}: {err}") from err
+    if unreachable:
+        raise RetryLater(f"regions not done: {', '.join(sorted(set(unreachable)))}")

@@ -1,0 +1,71 @@
+"""What the reconcilers use: central and regional Neutron clients over one
+Keystone session, and the region registry. Built lazily from the worker's
+configuration: ``[isthmus] central_region``, ``[isthmus_service]`` (keystoneauth
+options of the service user) and ``[database] connection``."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from oslo_config import cfg
+
+from isthmus.clients import NeutronClient, RegionClients, load_session
+from isthmus.clients.regions import register_auth_opts
+from isthmus.db import make_engine
+from isthmus.registry import Registry
+
+SERVICE_AUTH_GROUP = "isthmus_service"
+OPTS = [
+    cfg.StrOpt("central_region", default="CentralRegion", help="The region whose Neutron is central."),
+    cfg.FloatOpt("resync_interval", default=60.0, help="Seconds between drift-repair passes over every routed network."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    try:
+        conf.register_opts(OPTS, group="isthmus")
+    except cfg.DuplicateOptError:
+        pass
+    register_auth_opts(conf, SERVICE_AUTH_GROUP)
+
+
+@dataclass
+class Services:
+    registry: Registry
+    clients: RegionClients
+    central_region: str
+
+    @property
+    def central(self) -> NeutronClient:
+        return self.clients.neutron(self.central_region)
+
+    def neutron(self, region: str) -> NeutronClient:
+        return self.clients.neutron(region)
+
+    def region_of_pod(self, pod_id: str) -> str | None:
+        pod = next((p for p in self.registry.pods() if p.pod_id == pod_id), None)
+        return pod.region_name if pod else None
+
+
+class LazyServices:
+    """Built on the first job, so a worker starts even if Keystone is not up yet."""
+
+    def __init__(self, conf: cfg.ConfigOpts | None) -> None:
+        self.conf = conf
+        self._services: Services | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Services:
+        with self._lock:
+            if self._services is None:
+                if self.conf is None:
+                    raise RuntimeError("network reconcilers are not configured (no worker configuration)")
+                conf = self.conf
+                session = load_session(conf, SERVICE_AUTH_GROUP)
+                self._services = Services(
+                    registry=Registry(make_engine(conf.database.connection)),
+                    clients=RegionClients(session, user_agent="isthmus-xjob"),
+                    central_region=conf.isthmus.central_region,
+                )
+            return self._services
