@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--base-port", type=int, default=21000, help="first of the sandbox's ports (default 21000)")
     up.add_argument("--regions", default="RegionOne,RegionTwo", help="comma-separated compute regions")
     up.add_argument("--no-compute", action="store_true", help="Keystone and Neutron only (fast)")
+    up.add_argument("--plain", action="store_true",
+                    help="stock ML2 in every Neutron, no Isthmus plugins or job worker (a baseline)")
     up.add_argument("--db-url", help="a MariaDB/MySQL server for Nova and Placement "
                                      "(mysql+pymysql://user:pass@host:port/) instead of a private one")
     up.set_defaults(func=_up)
@@ -79,7 +81,7 @@ def _up(args) -> int:
     if args.db_url and not args.db_url.startswith(("mysql+pymysql://", "mysql://")):
         raise ValueError("--db-url: Nova and Placement need MariaDB/MySQL here (mysql+pymysql://...)")
     layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=parse_regions(args.regions),
-                    compute=not args.no_compute, db_url=args.db_url)
+                    compute=not args.no_compute, db_url=args.db_url, plain=args.plain)
     return control.up(layout)
 
 

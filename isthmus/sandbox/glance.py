@@ -9,6 +9,8 @@ from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 
 TINY_IMAGE = "tiny"
+# The same UUID in every region: images are replicated with their UUID (see isthmus/gateway/images.py).
+TINY_IMAGE_ID = "4d0b6a4e-5e0c-5b1a-9a57-1c7a7f0e0002"
 
 
 def _dir(layout: Layout, region: str) -> Path:
@@ -47,6 +49,6 @@ def ensure_tiny_image(conn) -> None:
     if conn.image.find_image(TINY_IMAGE):
         return
     conn.image.create_image(
-        name=TINY_IMAGE, data=b"isthmus-sandbox-tiny-image\n" * 40, disk_format="raw",
+        name=TINY_IMAGE, id=TINY_IMAGE_ID, data=b"isthmus-sandbox-tiny-image\n" * 40, disk_format="raw",
         container_format="bare", visibility="public", min_disk=0, min_ram=0,
     )

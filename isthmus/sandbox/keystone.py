@@ -9,7 +9,7 @@ from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
 # Service users get admin + service on the `service` project, as devstack does.
-SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder")
+SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder", "isthmus")
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
     clients pinned to any region find identity in their catalog."""
     entries = [CatalogEntry("identity", "keystone", region, layout.auth_url) for region in layout.regions]
     entries += [CatalogEntry("network", "neutron", CENTRAL_REGION, layout.url(layout.central_neutron_port))]
+    entries += [CatalogEntry("multiregion", "isthmus", CENTRAL_REGION, layout.url(layout.admin_api_port))]
     for region in layout.regions:
         entries.append(CatalogEntry("network", "neutron", region, layout.url(layout.neutron_port(region))))
         if layout.compute:
@@ -91,6 +92,13 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
                 CatalogEntry("placement", "placement", region, layout.url(layout.region_port(region, "placement"))),
                 CatalogEntry("image", "glance", region, layout.url(layout.region_port(region, "glance"))),
             ]
+    if layout.compute:
+        # isthmus-gateway is CentralRegion's only compute endpoint; its images are the
+        # master region's Glance (the gateway replicates them, same UUID, on first boot elsewhere).
+        entries += [
+            CatalogEntry("compute", "nova", CENTRAL_REGION, layout.url(layout.gateway_port, "/compute/v2.1")),
+            CatalogEntry("image", "glance", CENTRAL_REGION, layout.url(layout.region_port(layout.regions[0], "glance"))),
+        ]
     return entries
 
 

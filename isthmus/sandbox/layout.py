@@ -24,6 +24,8 @@ STATE_FILE = "sandbox.json"
 # Port offsets. Central services use base+0..9, region i uses base+10*(i+1)+0..9.
 KEYSTONE_OFFSET = 0
 CENTRAL_NEUTRON_OFFSET = 1
+ADMIN_API_OFFSET = 2  # Isthmus Admin API (multiregion)
+GATEWAY_OFFSET = 3  # isthmus-gateway: CentralRegion's compute (and volume) endpoint
 MARIADB_OFFSET = 9
 REGION_OFFSETS = {"neutron": 0, "nova": 1, "placement": 2, "glance": 3, "cinder": 4}
 MAX_REGIONS = 9
@@ -60,6 +62,8 @@ class Layout:
     compute: bool = True
     # External database server for Nova/Placement; None = a private MariaDB.
     db_url: str | None = None
+    # Stock ML2 everywhere, no Isthmus plugins or xjob (the benchmarks' baseline).
+    plain: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
@@ -74,6 +78,14 @@ class Layout:
     @property
     def central_neutron_port(self) -> int:
         return self.base_port + CENTRAL_NEUTRON_OFFSET
+
+    @property
+    def gateway_port(self) -> int:
+        return self.base_port + GATEWAY_OFFSET
+
+    @property
+    def admin_api_port(self) -> int:
+        return self.base_port + ADMIN_API_OFFSET
 
     @property
     def mariadb_port(self) -> int:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from isthmus.sandbox import ini, process, runtime
-from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
 
 def _dir(layout: Layout, region: str) -> Path:
@@ -19,9 +19,10 @@ def _files(layout: Layout, region: str) -> list[Path]:
 
 def write_config(layout: Layout, region: str) -> None:
     conf_dir = _dir(layout, region)
+    core_plugin, mechanism_drivers, isthmus_sections = _plugins(layout, region)
     ini.write(conf_dir / "neutron.conf", {
         "DEFAULT": {
-            "core_plugin": "ml2",
+            "core_plugin": core_plugin,
             "service_plugins": "",
             "auth_strategy": "keystone",
             "api_paste_config": runtime.VENV_ETC / "neutron" / "api-paste.ini",
@@ -43,12 +44,13 @@ def write_config(layout: Layout, region: str) -> None:
         "quotas": {"quota_network": -1, "quota_subnet": -1, "quota_port": -1, "quota_security_group": -1,
                    "quota_security_group_rule": -1, "quota_router": -1, "quota_floatingip": -1},
         "agent": {"report_interval": 0},
+        **isthmus_sections,
     })
     ini.write(conf_dir / "ml2_conf.ini", {
         "ml2": {
             "type_drivers": "flat,vlan,vxlan",
             "tenant_network_types": "vxlan",
-            "mechanism_drivers": "isthmus_sandbox_binder",
+            "mechanism_drivers": mechanism_drivers,
             "extension_drivers": "port_security",
         },
         "ml2_type_vxlan": {"vni_ranges": "1:100000"},
@@ -56,6 +58,26 @@ def write_config(layout: Layout, region: str) -> None:
         "ml2_type_vlan": {"network_vlan_ranges": "physnet1:100:2999"},
         "securitygroup": {"enable_security_group": True},
     })
+
+
+def _plugins(layout: Layout, region: str) -> tuple[str, str, dict]:
+    """(core plugin, ML2 mechanism drivers, Isthmus config sections) of a region.
+
+    Central runs the Isthmus central plugin; it binds ports as the regions report
+    them. Regions run the local plugin, with the sandbox-only binder standing in
+    for real agents. ``--plain`` runs stock ML2 everywhere."""
+    if layout.plain:
+        return "ml2", "isthmus_sandbox_binder", {}
+    if region == CENTRAL_REGION:
+        return "isthmus_central", "isthmus_central", {
+            "isthmus": {"region_name": region, "database_connection": layout.isthmus_db_url},
+        }
+    return "isthmus_local", "isthmus_sandbox_binder", {
+        "isthmus": {"region_name": region, "availability_zone": layout.availability_zone(region),
+                    "central_region": CENTRAL_REGION},
+        "isthmus_central": {**ini.service_client(layout.auth_url, "isthmus", PASSWORD, region),
+                            "timeout": 30},
+    }
 
 
 def _transport_url(layout: Layout, region: str) -> str:

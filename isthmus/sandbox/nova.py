@@ -10,6 +10,7 @@ from isthmus.sandbox import database, ini, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 
 FLAVOR = "m1.tiny"
+FLAVOR_ID = "4d0b6a4e-5e0c-5b1a-9a57-1c7a7f0e0001"
 
 
 def compute_host(region: str) -> str:
@@ -136,7 +137,8 @@ def wait_compute_ready(layout: Layout, region: str, conn, record: process.Servic
 
 def ensure_flavor(conn) -> None:
     if not conn.compute.find_flavor(FLAVOR, ignore_missing=True):
-        conn.compute.create_flavor(name=FLAVOR, ram=64, vcpus=1, disk=1, is_public=True)
+        # The same id in every region: flavors are global objects (the gateway's model).
+        conn.compute.create_flavor(name=FLAVOR, id=FLAVOR_ID, ram=64, vcpus=1, disk=1, is_public=True)
 
 
 def _safe(check) -> bool:

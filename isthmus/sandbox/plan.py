@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from isthmus.sandbox import database, glance, keystone, nova, neutron, placement, rabbitmq, registry, runtime
+from isthmus.sandbox import database, gateway, glance, keystone, nova, neutron, placement, rabbitmq, registry, runtime, xjob
+from isthmus.sandbox import admin_api
 from isthmus.sandbox.dag import Step
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 
 def planned_ports(layout: Layout) -> list[tuple[str, int]]:
     ports = [("keystone", layout.keystone_port), (f"neutron-{CENTRAL_REGION}", layout.central_neutron_port)]
+    ports.append((admin_api.NAME, layout.admin_api_port))
     if layout.compute and not layout.db_url:
         ports.append(("mariadb", layout.mariadb_port))
     for region in layout.regions:
@@ -17,6 +19,8 @@ def planned_ports(layout: Layout) -> list[tuple[str, int]]:
             for service in ("nova", "placement", "glance"):
                 name = "nova-api" if service == "nova" else service
                 ports.append((f"{name}-{region}", layout.region_port(region, service)))
+    if layout.compute:
+        ports.append(("isthmus-gateway", layout.gateway_port))
     return ports
 
 
@@ -33,6 +37,8 @@ def steps(layout: Layout) -> list[Step]:
         Step("keystone", _serve(lambda: keystone.start(layout)), ("keystone-setup",), "starting, waiting for health"),
         Step("catalog", lambda: keystone.register(layout), ("keystone",), "regions, users, services, endpoints"),
         Step("isthmus-db", lambda: registry.prepare(layout), (), "registry and job schema, pods"),
+        # After "catalog": the isthmus service user it validates tokens with exists.
+        Step(admin_api.NAME, _serve(lambda: admin_api.start(layout)), ("isthmus-db", "catalog"), "starting"),
     ]
     infra: tuple[str, ...] = ()
     if layout.compute:
@@ -45,14 +51,20 @@ def steps(layout: Layout) -> list[Step]:
         ]
         infra = ("rabbitmq",)
     for region in (CENTRAL_REGION, *layout.regions):
+        # Central's plugin opens the Isthmus DB at start: after its schema exists.
+        after = ("isthmus-db",) if region == CENTRAL_REGION else ()
         plan += [
             Step(f"neutron-setup-{region}", lambda r=region: neutron.prepare(layout, r), what="schema"),
             Step(f"neutron-{region}", _serve(lambda r=region: neutron.start(layout, r)),
-                 (f"neutron-setup-{region}", *infra), "starting, waiting for health"),
+                 (f"neutron-setup-{region}", *infra, *after), "starting, waiting for health"),
         ]
+    if not layout.plain:
+        plan.append(Step("isthmus-xjob", lambda: xjob.start(layout), ("isthmus-db", "catalog"), "job worker"))
     if layout.compute:
         for region in layout.regions:
             plan += _compute_steps(layout, region)
+        plan.append(Step("isthmus-gateway", _serve(lambda: gateway.start(layout)), ("isthmus-db", "catalog"),
+                         "Nova/Cinder API gateway"))
     return plan
 
 

@@ -41,6 +41,8 @@ def _serialize_sqlite_transactions() -> None:
     # class-level listeners run first, so ours wins and oslo.db's sees the flag.
     @event.listens_for(Engine, "begin")
     def _on_begin(conn) -> None:
+        if getattr(conn.engine, "isthmus_begins_itself", False):
+            return  # Isthmus' own engines (isthmus.db) already begin IMMEDIATE where needed
         if conn.dialect.name == "sqlite" and "in_transaction" not in conn.info:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
             conn.info["in_transaction"] = True
@@ -85,6 +87,14 @@ def glance():
     from glance.wsgi import api
 
     return api.application
+
+
+def isthmus_admin():
+    # Not _clear_argv: Isthmus' own engines begin their SQLite transactions themselves.
+    sys.argv = ["isthmus-admin"]
+    from isthmus.admin import wsgi
+
+    return wsgi.init_application()
 
 
 def cinder():

@@ -30,7 +30,8 @@ def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, t
     isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute")
     try:
         records = ServiceRecord.load_all(tmp_path / "run")
-        assert {r.name for r in records} == {"keystone", "neutron-CentralRegion", "neutron-RegionOne", "neutron-RegionTwo"}
+        assert {r.name for r in records} == {"keystone", "neutron-CentralRegion", "neutron-RegionOne", "neutron-RegionTwo",
+                                                 "isthmus-admin"}
         conn = sandbox.connect("RegionOne")  # the first sandbox still answers
         assert conn.compute.find_flavor("m1.tiny") is not None
         assert all(listening(r.port) for r in records)

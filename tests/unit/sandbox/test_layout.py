@@ -18,9 +18,12 @@ def test_two_base_ports_never_share_a_port(tmp_path):
     assert not a & b
 
 
-def test_no_compute_plans_only_keystone_and_neutron(tmp_path):
-    names = [n for n, _ in planned_ports(Layout(tmp_path, compute=False))]
-    assert names == ["keystone", "neutron-CentralRegion", "neutron-RegionOne", "neutron-RegionTwo"]
+def test_no_compute_plans_only_keystone_neutron_and_admin_api(tmp_path):
+    layout = Layout(tmp_path, base_port=30000, compute=False)
+    ports = planned_ports(layout)
+    assert [n for n, _ in ports] == [
+        "keystone", "neutron-CentralRegion", "isthmus-admin", "neutron-RegionOne", "neutron-RegionTwo"]
+    assert dict(ports)["isthmus-admin"] == layout.admin_api_port == 30002
 
 
 def test_availability_zones_follow_region_order(tmp_path):

@@ -1,0 +1,35 @@
+"""The Isthmus Admin API of the sandbox: service type ``multiregion`` in CentralRegion.
+
+Served by gunicorn like the OpenStack APIs (``isthmus.sandbox.wsgi:isthmus_admin``),
+configured by ``STATE/etc/isthmus/admin-api.conf``; a ``policy.yaml`` dropped next
+to it overrides policy defaults. It validates tokens as the ``isthmus`` service
+user and shares the Isthmus database with ``isthmus-xjob``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
+
+NAME = "isthmus-admin"
+
+
+def config_path(layout: Layout) -> Path:
+    return layout.etc / "isthmus" / "admin-api.conf"
+
+
+def write_config(layout: Layout) -> Path:
+    return ini.write(config_path(layout), {
+        "DEFAULT": {"debug": False, "bind_host": "127.0.0.1", "bind_port": layout.admin_api_port},
+        "database": {"connection": layout.isthmus_db_url},
+        "jobs": {"create_schema": False},  # the isthmus-db step made it
+        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION),
+    })
+
+
+def start(layout: Layout) -> process.ServiceRecord:
+    conf = write_config(layout)
+    return runtime.start_wsgi(layout, NAME, "isthmus_admin", layout.admin_api_port,
+                              {"OS_ISTHMUS_CONFIG_FILES": str(conf)}, threads=4, health_path="/")

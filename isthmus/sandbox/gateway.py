@@ -1,0 +1,54 @@
+"""isthmus-gateway in the sandbox: CentralRegion's one compute (and volume) endpoint.
+
+Images: CentralRegion's ``image`` endpoint is the master region's Glance (the first
+region); the gateway copies an image into another region, with the same UUID, the
+first time a server boots from it there (see docs/gateway.md, "Images").
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from isthmus.sandbox import ini, process
+from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
+
+SERVICE_USER = "isthmus"
+
+
+def config_path(layout: Layout) -> Path:
+    return layout.etc / "isthmus" / "gateway.conf"
+
+
+def compute_url(layout: Layout) -> str:
+    return layout.url(layout.gateway_port, "/compute/v2.1")
+
+
+def volume_url(layout: Layout) -> str:
+    return layout.url(layout.gateway_port, "/volume/v3")
+
+
+def master_region(layout: Layout) -> str:
+    return layout.regions[0]
+
+
+def write_config(layout: Layout) -> Path:
+    return ini.write(config_path(layout), {
+        "DEFAULT": {"debug": False},
+        "gateway": {
+            "bind_host": "127.0.0.1", "bind_port": layout.gateway_port,
+            "public_url": layout.url(layout.gateway_port), "central_region": CENTRAL_REGION,
+            "master_region": master_region(layout), "list_timeout": 10, "catalog_ttl": 60,
+        },
+        "database": {"connection": layout.isthmus_db_url},
+        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, SERVICE_USER, PASSWORD, CENTRAL_REGION),
+        "service_credentials": {**ini.service_client(layout.auth_url, SERVICE_USER, PASSWORD, CENTRAL_REGION),
+                                "interface": "public"},
+    })
+
+
+def start(layout: Layout) -> process.ServiceRecord:
+    conf = write_config(layout)
+    argv = [sys.executable, "-m", "isthmus.gateway.service", "--config-file", str(conf)]
+    return process.start("isthmus-gateway", argv, log=layout.logs / "isthmus-gateway.log", run_dir=layout.run,
+                         port=layout.gateway_port, url=layout.url(layout.gateway_port, "/"))

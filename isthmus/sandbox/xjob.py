@@ -1,0 +1,29 @@
+"""The Isthmus job worker (``isthmus-xjob``) of the sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
+
+
+def config_path(layout: Layout) -> Path:
+    return layout.etc / "isthmus" / "xjob.conf"
+
+
+def write_config(layout: Layout) -> Path:
+    return ini.write(config_path(layout), {
+        "DEFAULT": {"debug": False},
+        "database": {"connection": layout.isthmus_db_url},
+        # Short leases and resyncs: the sandbox favours quick convergence.
+        "jobs": {"workers": 4, "lease_seconds": 20, "poll_interval": 0.5, "retry_base_delay": 1,
+                 "retry_max_delay": 15, "max_attempts": 20},
+        "isthmus": {"central_region": CENTRAL_REGION, "resync_interval": 30},
+        "isthmus_service": {**ini.service_client(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION), "timeout": 30},
+    })
+
+
+def start(layout: Layout) -> process.ServiceRecord:
+    conf = write_config(layout)
+    return runtime.start_daemon(layout, "isthmus-xjob", [runtime.tool("isthmus-xjob"), "--config-file", str(conf)])
