@@ -233,6 +233,19 @@ class Instances:
         """True iff Nova says SHUTOFF; not-found raises too."""
         return self.lookup(node).server.status == SHUTOFF
 
+    def instance_shutdown_if_exists(self, node: NodeRef) -> bool | None:
+        """``instance_exists`` and ``instance_shutdown`` in one lookup.
+
+        None on a clean not-found, else whether Nova says SHUTOFF; other
+        failures raise. Upstream's lifecycle controller makes the two calls
+        separately: two server GETs per NotReady node every monitor period.
+        """
+        try:
+            found = self.lookup(node)
+        except InstanceNotFound:
+            return None
+        return found.server.status == SHUTOFF
+
     def instance_metadata(self, node: NodeRef) -> InstanceMetadata:
         found = self.lookup(node)
         client = self.clients.client(found.region)

@@ -42,6 +42,10 @@ class CloudInstances(Protocol):
 
     def instance_shutdown(self, node: NodeRef) -> bool: ...
 
+    def instance_shutdown_if_exists(self, node: NodeRef) -> bool | None:
+        """None on a clean not-found, else whether the server is shut off."""
+        ...
+
     def instance_metadata(self, node: NodeRef) -> InstanceMetadata: ...
 
 

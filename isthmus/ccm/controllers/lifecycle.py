@@ -52,14 +52,16 @@ class LifecycleController:
         if node.ready:
             self._set_shutdown_taint(node, False)  # no cloud call for Ready nodes
             return
-        if not self.cloud.instance_exists(node.ref):  # errors propagate: never delete on doubt
+        # One lookup answers both questions; errors propagate: never delete on doubt.
+        shutdown = self.cloud.instance_shutdown_if_exists(node.ref)
+        if shutdown is None:
             if node.provider_id or self.delete_without_provider_id:
                 LOG.warning("Deleting node %s because it does not exist in the cloud provider", node.name)
                 self.nodes.delete(node.name)
             else:
                 LOG.warning("node %s: no server named so and no providerID; not deleting", node.name)
             return
-        if self.cloud.instance_shutdown(node.ref):
+        if shutdown:
             self._set_shutdown_taint(node, True)
 
     def _set_shutdown_taint(self, node: NodeView, present: bool) -> None:

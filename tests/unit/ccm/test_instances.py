@@ -135,6 +135,18 @@ def test_shutdown_only_for_shutoff(status: str, shut: bool) -> None:
     assert Instances(clients, ("A",)).instance_shutdown(NodeRef("n", "openstack:///i")) is shut
 
 
+def test_shutdown_if_exists_is_one_lookup() -> None:
+    clients = FakeClients({"A": FakeRegion("A", [srv("i", status="SHUTOFF"), srv("j")]), "B": FakeRegion("B")})
+    inst = Instances(clients, ("A", "B"))
+    assert inst.instance_shutdown_if_exists(NodeRef("n", "openstack:///i")) is True
+    assert clients.calls() == [("A", "get_server", "i")]
+    assert inst.instance_shutdown_if_exists(NodeRef("n", "openstack:///j")) is False
+    assert inst.instance_shutdown_if_exists(NodeRef("n", "openstack:///k")) is None  # clean 404 everywhere
+    clients.regions["B"].down = True
+    with pytest.raises(RegionError, match="region B"):
+        inst.instance_shutdown_if_exists(NodeRef("n", "openstack:///k"))
+
+
 def metadata_world() -> FakeClients:
     server = srv(
         "i",
