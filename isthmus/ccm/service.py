@@ -20,8 +20,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.ccm.controllers.kube import NodeAPI
@@ -49,6 +49,9 @@ class Manager:
     lifecycle: LifecycleController
     periods: Periods
     clock: Callable[[], float] = time.monotonic
+    # Checked before every node: a replica that lost the Lease mid-pass stops at once
+    # instead of finishing a long pass next to the new leader.
+    active: Callable[[], bool] = field(default=lambda: True)
     _last: dict[str, float] | None = None
 
     def _due(self, what: str, period: float) -> bool:
@@ -68,12 +71,20 @@ class Manager:
             return
         views = self.nodes.list()  # one list serves every controller due now
         for name, _ in jobs:
+            batch = self._while_active(views, name)
             if name == "sync":
-                self.node_controller.sync(views)
+                self.node_controller.sync(batch)
             elif name == "monitor":
-                self.lifecycle.monitor(views)
+                self.lifecycle.monitor(batch)
             else:
-                self.node_controller.update_addresses(views)
+                self.node_controller.update_addresses(batch)
+
+    def _while_active(self, views: Iterable[Any], what: str) -> Iterator[Any]:
+        for view in views:
+            if not self.active():
+                LOG.warning("no longer the leader: %s pass stopped", what)
+                return
+            yield view
 
 
 def renew_forever(elector: LeaseElector, stop: threading.Event, period: float) -> None:
@@ -84,6 +95,7 @@ def renew_forever(elector: LeaseElector, stop: threading.Event, period: float) -
 
 def run(manager: Manager, elector: LeaseElector, stop: threading.Event, tick: float = 1.0) -> None:
     """Run until ``stop`` is set; act only while holding the Lease."""
+    manager.active = elector.is_leader
     renewer = threading.Thread(target=renew_forever, args=(elector, stop, manager.periods.lease_retry),
                                name="lease", daemon=True)
     renewer.start()

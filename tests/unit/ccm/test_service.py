@@ -1,0 +1,44 @@
+"""The service loop stops a pass as soon as the replica is no longer the leader."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kmock
+import pytest
+from kubernetes import client
+
+from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI
+from isthmus.ccm.controllers.lifecycle import LifecycleController
+from isthmus.ccm.controllers.node import NodeController
+from isthmus.ccm.instances import Instances
+from isthmus.ccm.model import Server
+from isthmus.ccm.service import Manager, Periods
+
+from .fakes import FakeClients, FakeRegion
+
+NODES = kmock.resource("", "v1", "nodes")
+UNINIT = {"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}
+
+
+@pytest.mark.asyncio
+async def test_pass_stops_when_leadership_is_lost(kmock: Any) -> None:
+    names = [f"node-{i}" for i in range(4)]
+    for name in names:
+        kmock.objects[NODES, None, name] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                            "spec": {"taints": [UNINIT]}, "status": {}}
+    fakes = FakeClients({"R": FakeRegion("R", [Server(f"i-{n}", n, "ACTIVE", "az", {"original_name": "m1"})
+                                                for n in names])})
+    cfg = client.Configuration()
+    cfg.host = str(kmock.url).rstrip("/")
+    nodes = NodeAPI(client.CoreV1Api(client.ApiClient(cfg)))
+    inst = Instances(fakes, ("R",), environ={})
+    leading = iter([True, True])  # two nodes' worth of leadership, then lost
+    manager = Manager(nodes, NodeController(nodes, inst), LifecycleController(nodes, inst), Periods(),
+                      active=lambda: next(leading, False))
+    await asyncio.to_thread(manager.step)
+    initialised = [n for n in names if not kmock.objects[NODES, None, n].raw["spec"]["taints"]]
+    assert initialised == names[:2]
+    lookups = [arg for _, op, arg in fakes.calls() if op == "find_servers"]
+    assert lookups == names[:2]  # the lifecycle and address passes did not start either
