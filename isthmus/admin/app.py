@@ -133,9 +133,11 @@ class AdminApi:
     @webob.dec.wsgify
     def __call__(self, req: webob.Request) -> webob.Response:
         started = time.monotonic()
-        ctx: oslo_context.RequestContext | None = None
+        # Always a fresh context: it also replaces the thread's last one, which
+        # oslo.log prefixes to every line (with its request id and user).
+        ctx = oslo_context.RequestContext.from_environ(req.environ)
         try:
-            ctx, status, body = self._dispatch(req)
+            status, body = self._dispatch(req, ctx)
             resp = webob.Response(json=body, status=status, charset="UTF-8")
             detail = ""
         except Exception as exc:  # noqa: BLE001 - every error becomes a JSON answer
@@ -150,28 +152,26 @@ class AdminApi:
             resp = faults.response(status, message, headers)
             detail = f": {message}"
         LOG.info("%s %s -> %d in %.3fs user=%s project=%s request=%s%s", req.method, req.path_qs, resp.status_int,
-                 time.monotonic() - started, getattr(ctx, "user_id", None), getattr(ctx, "project_id", None),
-                 req.environ.get("openstack.request_id", "-"), detail)
+                 time.monotonic() - started, ctx.user_id, ctx.project_id, ctx.request_id, detail)
         return resp
 
-    def _dispatch(self, req: webob.Request) -> tuple[oslo_context.RequestContext | None, int, Body]:
+    def _dispatch(self, req: webob.Request, ctx: oslo_context.RequestContext) -> tuple[int, Body]:
         path = req.path_info.rstrip("/") or "/"
         route, params = self._match(path)
         operation = route.operations.get(req.method) if route else None
         if operation is not None and operation.rule is None:
-            return None, *operation.handler(req)
+            return operation.handler(req)
         if route is not None and route.operations and all(o.rule is None for o in route.operations.values()):
             raise self._not_allowed(route, req)  # public route, other method: no token needed to learn that
         if req.environ.get("HTTP_X_IDENTITY_STATUS") != "Confirmed":
             raise ApiError(401, "authentication required: send a valid Keystone token in X-Auth-Token")
-        ctx = oslo_context.RequestContext.from_environ(req.environ)
         if route is None or operation is None:
             self._authorize(ctx, ADMIN_API)
             if route is None:
                 raise NotFound(f"no resource at {req.path_info}")
             raise self._not_allowed(route, req)
         self._authorize(ctx, operation.rule)
-        return ctx, *operation.handler(req, ctx, **params)
+        return operation.handler(req, ctx, **params)
 
     def _match(self, path: str) -> tuple[Route | None, dict[str, str]]:
         for route in self.routes:

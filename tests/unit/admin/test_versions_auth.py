@@ -107,3 +107,16 @@ def test_every_policy_rule_is_documented():
     assert used - {None} <= names
     assert all(r.check_str == "rule:admin_api" for r in RULES if r.name != "admin_api")
     assert next(r for r in RULES if r.name == "admin_api").check_str == "role:admin"
+
+
+def test_every_request_is_logged_with_caller_and_outcome(client, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="isthmus.admin.app"):
+        client.get("/v1.0/pods", roles="member", project="demo-project")
+        client.get("/", identity=None)
+    denied, public = [r.getMessage() for r in caplog.records if r.name == "isthmus.admin.app"]
+    assert denied.startswith("GET /v1.0/pods -> 403 in ")
+    assert "user=user-of-demo-project project=demo-project request=req-" in denied
+    assert denied.endswith(": policy does not allow admin_api:pods:list (the Admin API needs the admin role)")
+    assert public.startswith("GET / -> 200 in ") and "user=None project=None" in public
