@@ -228,7 +228,11 @@ class Gateway:
             return await self._routed(call, spec)
         if api is COMPUTE and collection == "os-server-external-events":
             return await self._external_events(call)
-        # Global objects and everything else: the master region.
+        return await self.to_master(call)
+
+    async def to_master(self, call: Call) -> web.StreamResponse:
+        """Global objects and everything else: the master region (then write hooks)."""
+        api, collection = call.api, call.segments[0]
         region = await self.router.master_region()
         reply = await self._forward(call, region, call.method, call.rel)
         if 200 <= reply.status < 300 and call.method in ("POST", "PUT", "DELETE", "PATCH"):

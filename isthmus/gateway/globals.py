@@ -1,8 +1,194 @@
-"""Global objects (flavors, keypairs, quotas, volume types): written to the master
-region through the gateway, then propagated to every region by job handlers."""
+"""Global objects, written to the master region and spread to every region.
+
+Flavors, keypairs, quotas and volume types are written through the gateway to the
+master region (reads come from there too); a successful write enqueues a job per
+object and ``isthmus-xjob`` runs the idempotent sync handlers (isthmus.gateway.sync).
+Images are copied before a boot (isthmus.gateway.images). Availability zones come
+from the region registry.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+from urllib.parse import parse_qs
+
+from isthmus.gateway import images
+
+LOG = logging.getLogger(__name__)
+
+FLAVOR_SYNC = "gateway_flavor_sync"
+KEYPAIR_SYNC = "gateway_keypair_sync"
+QUOTA_SYNC = "gateway_quota_sync"
+VOLUME_TYPE_SYNC = "gateway_volume_type_sync"
+
 
 def install(gateway, conf, engine, session) -> None:
-    """Wire write hooks into the gateway (propagation jobs)."""
+    from isthmus.jobs import JobStore
+
+    store = JobStore(engine)
+
+    def enqueue(job_type: str, resource_id: str, project_id: str | None, payload: dict | None = None):
+        async def run() -> None:
+            await asyncio.to_thread(store.enqueue, job_type, resource_id, project_id=project_id, payload=payload or {})
+        return run()
+
+    async def flavors(call, region, reply) -> None:
+        segs = call.segments
+        flavor_id = segs[1] if len(segs) > 1 else ((reply.json() or {}).get("flavor") or {}).get("id")
+        if flavor_id:
+            await enqueue(FLAVOR_SYNC, flavor_id, None, {"master": region})
+
+    async def keypairs(call, region, reply) -> None:
+        segs = call.segments
+        user = (parse_qs(call.request.query_string).get("user_id") or [call.identity.user_id])[0]
+        name = segs[1] if len(segs) > 1 else ((reply.json() or {}).get("keypair") or {}).get("name")
+        if name:
+            await enqueue(KEYPAIR_SYNC, f"{user}/{name}", call.identity.project_id, {"master": region})
+
+    async def quotas(call, region, reply) -> None:
+        if len(call.segments) > 1:
+            await enqueue(QUOTA_SYNC, call.segments[1], call.segments[1], {"master": region})
+
+    async def volume_types(call, region, reply) -> None:
+        doc = reply.json() if reply.body else None
+        type_id = call.segments[1] if len(call.segments) > 1 else ((doc or {}).get("volume_type") or {}).get("id")
+        if type_id:
+            name = ((doc or {}).get("volume_type") or {}).get("name", "")
+            await enqueue(VOLUME_TYPE_SYNC, type_id, None, {"name": name, "master": region})
+
+    gateway.write_hooks.setdefault(("compute", "flavors"), []).append(flavors)
+    gateway.write_hooks.setdefault(("compute", "os-keypairs"), []).append(keypairs)
+    gateway.write_hooks.setdefault(("compute", "os-quota-sets"), []).append(quotas)
+    gateway.write_hooks.setdefault(("volume", "types"), []).append(volume_types)
+
+    async def global_quota(call, spec, region, server) -> None:
+        """Instances, cores and RAM count across every region against the master's limits."""
+        if spec.kind != "server":
+            return
+        await enforce_quota(gateway, call, server)
+
+    gateway.before_create.append(global_quota)
+
+    async def quota_sets(call):
+        segs = call.segments
+        if call.method == "GET" and len(segs) == 3 and segs[2] == "detail":
+            return await aggregated_usage(gateway, call, "quota_set")
+        return await gateway.to_master(call)
+
+    async def limits(call):
+        if call.method == "GET" and len(call.segments) == 1:
+            return await aggregated_usage(gateway, call, "limits")
+        return await gateway.to_master(call)
+
+    gateway.local_handlers[("compute", "os-quota-sets")] = quota_sets
+    gateway.local_handlers[("compute", "limits")] = limits
+
+    if conf.gateway.replicate_images:
+        async def copy_images(call, spec, region, server) -> None:
+            if spec.kind != "server":
+                return
+            master = await gateway.router.master_region()
+            if region == master:
+                return
+            flavor = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
+            if flavor:
+                # The flavor job may not have run yet: make this one region match now.
+                from isthmus.gateway.sync import Regions, sync_flavor
+                from isthmus.jobs import JobContext
+                ctx = JobContext("inline", FLAVOR_SYNC, flavor, None, {"master": master, "only": region}, 1)
+                try:
+                    await asyncio.to_thread(sync_flavor, Regions.fixed(session, lambda: [master, region]), ctx)
+                except Exception as err:  # noqa: BLE001
+                    LOG.warning("%s: syncing flavor %s to %s failed: %s", call.request_id, flavor, region, err)
+            for image_id in images.image_refs(server):
+                try:
+                    await asyncio.to_thread(images.ensure_image, session, image_id, master, region,
+                                            conf.service_credentials.interface)
+                except Exception as err:  # noqa: BLE001 - Nova reports a missing image itself
+                    LOG.warning("%s: copying image %s to %s failed: %s", call.request_id, image_id, region, err)
+        gateway.before_create.append(copy_images)
+
+
+
+async def enforce_quota(gateway, call, server: dict) -> None:
+    from isthmus.gateway.faults import Fault
+
+    project = call.identity.project_id
+    master = await gateway.router.master_region()
+    quota = await gateway._forward(call, master, "GET", call.rel_for("os-quota-sets", project), body=b"", query="")
+    if quota.status != 200:
+        return
+    limits = (quota.json() or {}).get("quota_set") or {}
+    watched = {k: limits.get(k, -1) for k in ("instances", "cores", "ram")}
+    if all(v is None or v < 0 for v in watched.values()):
+        return
+    count = max(int(server.get("min_count") or 1), 1)
+    wanted = {"instances": count, "cores": 0, "ram": 0}
+    flavor_ref = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
+    if flavor_ref:
+        reply = await gateway._forward(call, master, "GET", call.rel_for("flavors", flavor_ref), body=b"", query="")
+        if reply.status == 200:
+            flavor = (reply.json() or {}).get("flavor") or {}
+            wanted["cores"] = count * int(flavor.get("vcpus") or 0)
+            wanted["ram"] = count * int(flavor.get("ram") or 0)
+    regions = await gateway.router.regions()
+    replies = await asyncio.gather(*(gateway._forward(call, r, "GET", call.rel_for("os-quota-sets", project, "detail"),
+                                                      body=b"", query="", timeout=gateway.settings.list_timeout)
+                                     for r in regions), return_exceptions=True)
+    used = dict.fromkeys(watched, 0)
+    for reply in replies:
+        if isinstance(reply, BaseException) or reply.status != 200:
+            raise Fault(503, "Quota usage cannot be counted: a region is unavailable.")
+        detail = (reply.json() or {}).get("quota_set") or {}
+        for key in used:
+            entry = detail.get(key) or {}
+            used[key] += int(entry.get("in_use") or 0) + int(entry.get("reserved") or 0)
+    for key, limit in watched.items():
+        if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
+            raise Fault(403, f"Quota exceeded for {key}: Requested {wanted[key]}, but already used {used[key]} "
+                        f"of {limit} {key}")
+
+
+_LIMIT_USAGE = ("totalInstancesUsed", "totalCoresUsed", "totalRAMUsed", "totalServerGroupsUsed",
+                "totalFloatingIpsUsed", "totalSecurityGroupsUsed")
+
+
+async def aggregated_usage(gateway, call, kind: str):
+    """The master's limits with usage summed over every region."""
+    from aiohttp import web
+
+    from isthmus.gateway.faults import Fault
+
+    master = await gateway.router.master_region()
+    regions = await gateway.router.regions()
+    replies = await asyncio.gather(*(gateway._forward(call, r, "GET", call.rel, body=b"",
+                                                      timeout=gateway.settings.list_timeout) for r in regions),
+                                   return_exceptions=True)
+    by_region = dict(zip(regions, replies))
+    base = by_region.get(master)
+    if isinstance(base, BaseException) or base is None:
+        raise Fault(503, "The master region is unavailable.")
+    if base.status != 200:
+        return gateway._render(call, base, master)
+    doc = base.json()
+    for region, reply in by_region.items():
+        if region == master:
+            continue
+        if isinstance(reply, BaseException) or reply.status != 200:
+            LOG.warning("%s: usage of %s missing from %s", call.request_id, region, kind)
+            continue
+        other = reply.json()
+        if kind == "quota_set":
+            for key, entry in (other.get("quota_set") or {}).items():
+                mine = doc["quota_set"].get(key)
+                if isinstance(entry, dict) and isinstance(mine, dict):
+                    for field in ("in_use", "reserved"):
+                        mine[field] = int(mine.get(field) or 0) + int(entry.get(field) or 0)
+        else:
+            absolute = doc["limits"]["absolute"]
+            for key in _LIMIT_USAGE:
+                if key in absolute:
+                    absolute[key] = int(absolute[key] or 0) + int(other["limits"]["absolute"].get(key) or 0)
+    return web.Response(status=200, body=json.dumps(doc).encode(), content_type="application/json")

@@ -39,6 +39,7 @@ class SortKey:
 
 # Nova's sort_key values name DB columns; the body shows some of them elsewhere.
 NOVA_FIELDS = {
+    "created_at": "created", "updated_at": "updated",  # Nova's body names them so
     "uuid": "id", "display_name": "name", "display_description": "description",
     "vm_state": "OS-EXT-STS:vm_state", "task_state": "OS-EXT-STS:task_state",
     "power_state": "OS-EXT-STS:power_state", "launched_at": "OS-SRV-USG:launched_at",
@@ -50,6 +51,7 @@ NOVA_FIELDS = {
 }
 CINDER_FIELDS = {"display_name": "name", "display_description": "description"}
 DEFAULT = (SortKey("created_at", True), SortKey("id", True))
+NOVA_DEFAULT = (SortKey("created", True), SortKey("id", True))
 
 
 def nova_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
@@ -57,7 +59,7 @@ def nova_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
     keys = list(query.get("sort_key", []))
     dirs = list(query.get("sort_dir", []))
     if not keys:
-        return DEFAULT
+        return NOVA_DEFAULT
     if len(dirs) > len(keys):
         raise InvalidSort("more sort_dir than sort_key parameters")
     dirs += ["desc"] * (len(keys) - len(dirs))

@@ -36,7 +36,7 @@ class FakeNova:
     def add(self, name: str, project: str = PROJECT) -> dict:
         sid = str(uuid.uuid4())
         self.servers[sid] = {"id": sid, "name": name, "tenant_id": project, "status": "ACTIVE",
-                             "created_at": f"2024-01-01T00:{next(_clock) // 60:02d}:{next(_clock) % 60:02d}Z",
+                             "created": f"2024-01-01T00:{next(_clock) // 60:02d}:{next(_clock) % 60:02d}Z",
                              "OS-EXT-AZ:availability_zone": "nova",
                              "links": [{"rel": "self", "href": f"{self.base}/v2.1/servers/{sid}"},
                                        {"rel": "bookmark", "href": f"{self.base}/servers/{sid}"}]}
@@ -58,7 +58,7 @@ class FakeNova:
         if parts and parts[0] == PROJECT or (parts and parts[0] == OTHER):
             parts = parts[1:]
         if parts == ["servers", "detail"]:
-            items = sorted(self.servers.values(), key=lambda s: (s["created_at"], s["id"]), reverse=True)
+            items = sorted(self.servers.values(), key=lambda s: (s["created"], s["id"]), reverse=True)
             if "name" in request.query:
                 items = [s for s in items if s["name"] == request.query["name"]]
             marker = request.query.get("marker")

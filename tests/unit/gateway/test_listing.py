@@ -105,3 +105,8 @@ def test_first_page_asks_each_region_once():
         return await listing.merge(streams, key, 2)
     page, more = asyncio.run(run())
     assert len(page) == 2 and more and len(calls) == 2
+
+
+def test_nova_default_sorts_on_its_body_field_names():
+    assert listing.nova_sort({}) == (listing.SortKey("created", True), listing.SortKey("id", True))
+    assert listing.nova_sort({"sort_key": ["created_at"]})[0] == listing.SortKey("created", True)

@@ -1,0 +1,201 @@
+"""Job handlers that spread the gateway's global objects from the master region to
+every other region (``isthmus-xjob`` loads them through the ``isthmus.jobs.handlers``
+entry point). Level-triggered and idempotent: each run reads the object in the
+master and makes every region match, creating, replacing or deleting as needed.
+
+Configuration (the worker's): ``[isthmus_service]`` keystoneauth options of a
+service user with the admin role, ``[database] connection`` (the registry).
+The master region travels in each job's payload, so worker and gateway agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from keystoneauth1 import exceptions as ks_exc
+from oslo_config import cfg
+
+from isthmus.gateway.globals import FLAVOR_SYNC, KEYPAIR_SYNC, QUOTA_SYNC, VOLUME_TYPE_SYNC
+from isthmus.jobs import HandlerRegistry, JobContext, PermanentFailure, RetryLater
+
+LOG = logging.getLogger(__name__)
+AUTH_GROUP = "isthmus_service"
+VOLUME_TYPES = ("block-storage", "volumev3", "volume")
+FLAVOR_FIELDS = ("name", "ram", "vcpus", "disk", "OS-FLV-EXT-DATA:ephemeral", "swap", "rxtx_factor",
+                 "os-flavor-access:is_public")
+
+
+class Regions:
+    """Keystone session plus the registry's regional pods (built on first use)."""
+
+    def __init__(self, conf: cfg.ConfigOpts | None) -> None:
+        self.conf = conf
+        self._lock = threading.Lock()
+        self._session = None
+        self._registry = None
+
+    @classmethod
+    def fixed(cls, session, regions) -> "Regions":
+        """For the gateway's inline use: its own session and a region list callable."""
+        obj = cls(None)
+        obj._session = session
+        obj._regions_fn = regions
+        return obj
+
+    def _build(self) -> None:
+        if getattr(self, "_regions_fn", None) is not None:
+            return
+        from isthmus.clients.regions import load_session
+        from isthmus.db import make_engine
+        from isthmus.registry import Registry
+
+        if self.conf is None:
+            raise PermanentFailure("gateway sync handlers need the worker configuration")
+        with self._lock:
+            if self._session is None:
+                self._session = load_session(self.conf, AUTH_GROUP)
+                self._registry = Registry(make_engine(self.conf.database.connection))
+
+    def session(self):
+        self._build()
+        return self._session
+
+    def regions(self) -> list[str]:
+        self._build()
+        if getattr(self, "_regions_fn", None) is not None:
+            return list(self._regions_fn())
+        return [p.region_name for p in self._registry.regional_pods()]
+
+    def call(self, method: str, region: str, service: str, path: str, version: str | None = None, **kw):
+        types = VOLUME_TYPES if service == "volume" else (service,)
+        headers = kw.pop("headers", {})
+        if version:
+            headers["OpenStack-API-Version"] = f"{service} {version}"
+        last = None
+        for service_type in types:
+            try:
+                return self.session().request(
+                    path, method, endpoint_filter={"service_type": service_type, "region_name": region,
+                                                   "interface": "public"},
+                    headers=headers, raise_exc=False, **kw)
+            except ks_exc.EndpointNotFound as err:
+                last = err
+            except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure) as err:
+                raise RetryLater(f"region {region} unreachable: {err}") from err
+        raise RetryLater(f"region {region} has no {service} endpoint: {last}")
+
+
+def _ok(resp, *accepted: int):
+    if resp.status_code in accepted:
+        return resp
+    if resp.status_code >= 500:
+        raise RetryLater(f"{resp.request.method} {resp.url}: {resp.status_code}")
+    raise RuntimeError(f"{resp.request.method} {resp.url}: {resp.status_code} {resp.text[:200]}")
+
+
+def _targets(regions: Regions, ctx: JobContext) -> tuple[str, list[str]]:
+    master = ctx.payload.get("master")
+    regions_now = regions.regions()
+    if not master:
+        master = regions_now[0]
+    only = ctx.payload.get("only")
+    return master, [r for r in regions_now if r != master and (not only or r == only)]
+
+
+def sync_flavor(regions: Regions, ctx: JobContext) -> None:
+    master, others = _targets(regions, ctx)
+    fid = ctx.resource_id
+    got = _ok(regions.call("GET", master, "compute", f"/flavors/{fid}"), 200, 404)
+    flavor = got.json()["flavor"] if got.status_code == 200 else None
+    specs, access = {}, []
+    if flavor:
+        specs = _ok(regions.call("GET", master, "compute", f"/flavors/{fid}/os-extra_specs"), 200).json()["extra_specs"]
+        if not flavor.get("os-flavor-access:is_public", True):
+            access = [a["tenant_id"] for a in _ok(regions.call(
+                "GET", master, "compute", f"/flavors/{fid}/os-flavor-access"), 200).json()["flavor_access"]]
+    for region in others:
+        cur = _ok(regions.call("GET", region, "compute", f"/flavors/{fid}"), 200, 404)
+        current = cur.json()["flavor"] if cur.status_code == 200 else None
+        if flavor is None:
+            if current:
+                _ok(regions.call("DELETE", region, "compute", f"/flavors/{fid}"), 202, 404)
+            continue
+        if current and any(current.get(k) != flavor.get(k) for k in FLAVOR_FIELDS):
+            _ok(regions.call("DELETE", region, "compute", f"/flavors/{fid}"), 202, 404)
+            current = None
+        if current is None:
+            body = {k: flavor[k] for k in FLAVOR_FIELDS if k in flavor and flavor[k] not in ("", None)}
+            body["id"] = fid
+            _ok(regions.call("POST", region, "compute", "/flavors", json={"flavor": body}), 200, 409)
+        have = _ok(regions.call("GET", region, "compute", f"/flavors/{fid}/os-extra_specs"), 200).json()["extra_specs"]
+        if specs and have != specs:
+            _ok(regions.call("POST", region, "compute", f"/flavors/{fid}/os-extra_specs",
+                             json={"extra_specs": specs}), 200)
+        for key in set(have) - set(specs):
+            _ok(regions.call("DELETE", region, "compute", f"/flavors/{fid}/os-extra_specs/{key}"), 200, 404)
+        for tenant in access:
+            _ok(regions.call("POST", region, "compute", f"/flavors/{fid}/action",
+                             json={"addTenantAccess": {"tenant": tenant}}), 200, 409)
+
+
+def sync_keypair(regions: Regions, ctx: JobContext) -> None:
+    master, others = _targets(regions, ctx)
+    user, _, name = ctx.resource_id.partition("/")
+    path = f"/os-keypairs/{name}?user_id={user}"
+    got = _ok(regions.call("GET", master, "compute", path, version="2.10"), 200, 404)
+    key = got.json()["keypair"] if got.status_code == 200 else None
+    for region in others:
+        cur = _ok(regions.call("GET", region, "compute", path, version="2.10"), 200, 404)
+        current = cur.json()["keypair"] if cur.status_code == 200 else None
+        if current and (key is None or current.get("public_key") != key.get("public_key")):
+            _ok(regions.call("DELETE", region, "compute", path, version="2.10"), 202, 204, 404)
+            current = None
+        if key and current is None:
+            body = {"name": name, "public_key": key["public_key"], "user_id": user, "type": key.get("type", "ssh")}
+            _ok(regions.call("POST", region, "compute", "/os-keypairs", version="2.10",
+                             json={"keypair": body}), 200, 201, 409)
+
+
+def sync_quota(regions: Regions, ctx: JobContext) -> None:
+    master, others = _targets(regions, ctx)
+    project = ctx.resource_id
+    limits = _ok(regions.call("GET", master, "compute", f"/os-quota-sets/{project}"), 200).json()["quota_set"]
+    limits = {k: v for k, v in limits.items() if k != "id" and isinstance(v, int)}
+    for region in others:
+        _ok(regions.call("PUT", region, "compute", f"/os-quota-sets/{project}",
+                         json={"quota_set": limits}), 200)
+
+
+def sync_volume_type(regions: Regions, ctx: JobContext) -> None:
+    master, others = _targets(regions, ctx)
+    got = _ok(regions.call("GET", master, "volume", f"/types/{ctx.resource_id}"), 200, 404)
+    vtype = got.json()["volume_type"] if got.status_code == 200 else None
+    name = vtype["name"] if vtype else ctx.payload.get("name")
+    if not name:
+        raise PermanentFailure("volume type gone from the master and no name in the payload")
+    for region in others:
+        listed = _ok(regions.call("GET", region, "volume", "/types?is_public=None"), 200).json()["volume_types"]
+        current = next((t for t in listed if t["name"] == name), None)
+        if vtype is None:
+            if current:
+                _ok(regions.call("DELETE", region, "volume", f"/types/{current['id']}"), 202, 404)
+            continue
+        if current is None:
+            body = {"name": name, "description": vtype.get("description"),
+                    "os-volume-type-access:is_public": vtype.get("is_public", True),
+                    "extra_specs": vtype.get("extra_specs") or {}}
+            _ok(regions.call("POST", region, "volume", "/types", json={"volume_type": body}), 200, 409)
+        elif (vtype.get("extra_specs") or {}) != (current.get("extra_specs") or {}):
+            _ok(regions.call("POST", region, "volume", f"/types/{current['id']}/extra_specs",
+                             json={"extra_specs": vtype.get("extra_specs") or {}}), 200)
+
+
+def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = None) -> None:
+    if conf is not None:
+        from isthmus.clients.regions import register_auth_opts
+        register_auth_opts(conf, AUTH_GROUP)
+    regions = Regions(conf)
+    for job_type, handler in ((FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair),
+                              (QUOTA_SYNC, sync_quota), (VOLUME_TYPE_SYNC, sync_volume_type)):
+        registry.register(job_type, lambda ctx, h=handler: h(regions, ctx))
