@@ -70,8 +70,10 @@ def build_app(conf: cfg.ConfigOpts, engine: Any = None, handlers: Any = None) ->
             registry.create_schema(engine)
             jobs.create_schema(engine)
     if handlers is None:
+        # The same handlers as isthmus-xjob (same options): the API only needs their
+        # types and resource keys, never runs them.
         handlers = load_handlers(jobs.HandlerRegistry(), conf.jobs.handler_modules,
-                                 use_entry_points=conf.jobs.load_entry_points)
+                                 use_entry_points=conf.jobs.load_entry_points, conf=conf)
     core = AdminApi(registry.Registry(engine), jobs.JobStore(engine), handlers, make_enforcer(conf),
                     max_limit=conf.pagination_max_limit)
     app: Any = auth_token.AuthProtocol(core, {"oslo_config_config": conf, "delay_auth_decision": "true"})
@@ -121,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             self.cfg.set("threads", conf.api_threads)
             self.cfg.set("proc_name", PROG)
             self.cfg.set("keepalive", 75)
+            # gunicorn >= 27 otherwise opens one control socket per user, shared
+            # by every gunicorn of that user on the host.
+            if "control_socket_disable" in self.cfg.settings:
+                self.cfg.set("control_socket_disable", True)
 
         def load(self) -> Any:
             return build_app(conf)  # per worker: no database connection crosses a fork
