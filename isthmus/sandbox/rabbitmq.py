@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from isthmus.sandbox import process
-from isthmus.sandbox.layout import Layout
+from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 HOST, PORT, USER, PASSWORD = "127.0.0.1", 5672, "guest", "guest"
 INSTALL_HINT = "apt-get install -y rabbitmq-server && rabbitmq-server -detached"
@@ -36,7 +36,7 @@ def create_vhosts(layout: Layout) -> None:
     ensure_running()
     if not shutil.which("rabbitmqctl"):
         raise process.SandboxError(f"rabbitmqctl not found; run: {INSTALL_HINT}")
-    for region in layout.regions:
+    for region in (CENTRAL_REGION, *layout.regions):
         vhost = layout.rabbit_vhost(region)
         _ctl("add_vhost", vhost, check=False)  # exists already: fine
         _ctl("set_permissions", "-p", vhost, USER, ".*", ".*", ".*")
@@ -45,5 +45,5 @@ def create_vhosts(layout: Layout) -> None:
 def delete_vhosts(layout: Layout) -> None:
     if not shutil.which("rabbitmqctl") or not process.port_is_listening(PORT):
         return
-    for region in layout.regions:
+    for region in (CENTRAL_REGION, *layout.regions):
         _ctl("delete_vhost", layout.rabbit_vhost(region), check=False)

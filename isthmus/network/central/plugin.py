@@ -11,19 +11,26 @@ callbacks, the stable extension points.
 from __future__ import annotations
 
 from neutron.plugins.ml2 import plugin as ml2_plugin
+from neutron_lib.api.validators import availability_zone as az_validator
 from neutron_lib.exceptions import availability_zone as az_exc
 from neutron_lib.db import api as db_api  # noqa: F401 - neutron loads it first; import order only
+
+import logging
 
 from isthmus import registry as reg
 from isthmus.network import config
 from isthmus.network.central.state import state
 
 
+LOG = logging.getLogger(__name__)
+
+
 def _hint_list(value) -> list[str]:
+    """Hints as stored (a JSON string in the DB model) or as a list."""
     if not value:
         return []
     if isinstance(value, str):
-        return [h for h in value.split(",") if h]
+        return az_validator.convert_az_string_to_list(value)
     return list(value)
 
 
@@ -49,6 +56,9 @@ class CentralPlugin(ml2_plugin.Ml2Plugin):
         try:
             regions = state().regions_for_hints(hints)
         except reg.UnknownAvailabilityZone:
+            return []
+        except Exception:  # noqa: BLE001 - a read must not fail over the registry
+            LOG.exception("isthmus: cannot resolve availability zones %s", hints)
             return []
         zones = {state().az_of_region(r) for r in regions}
         return sorted(z for z in zones if z)

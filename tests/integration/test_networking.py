@@ -1,0 +1,344 @@
+"""Cross-region networking on the real sandbox (issue 3; reference §7 B5–B16, B27–B33).
+
+Networks live in CentralRegion's Neutron; regional Neutrons copy them on demand
+with the same UUID, and the job worker wires shadow ports and security groups.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import openstack.exceptions as os_exc
+import pytest
+
+pytestmark = pytest.mark.integration
+
+CENTRAL = "CentralRegion"
+
+
+def eventually(check, timeout: float = 120, interval: float = 1.0, what: str = "condition"):
+    """Poll until ``check()`` returns a truthy value (jobs run asynchronously)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def boot(conn, name: str, network_id: str | None = None, port_id: str | None = None):
+    image = conn.image.find_image("tiny", ignore_missing=False)
+    flavor = conn.compute.find_flavor("m1.tiny", ignore_missing=False)
+    nic = {"port": port_id} if port_id else {"uuid": network_id}
+    return conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[nic])
+
+
+@pytest.fixture
+def central(sandbox):
+    return sandbox.connect(CENTRAL)
+
+
+@pytest.fixture
+def admin(sandbox):
+    return {r: sandbox.connect(r, cloud="isthmus-admin") for r in (CENTRAL, *sandbox.regions)}
+
+
+@pytest.fixture
+def stretched(sandbox, central):
+    """A central network with an IPv4 subnet; servers and the network are removed afterwards."""
+    name = f"x-{uuid.uuid4().hex[:8]}"
+    net = central.network.create_network(name=name)
+    subnet = central.network.create_subnet(network_id=net.id, ip_version=4, cidr="10.77.0.0/24", name=name)
+    yield net, subnet
+    for region in sandbox.regions:
+        conn = sandbox.connect(region)
+        for server in conn.compute.servers(name=name):
+            conn.compute.delete_server(server)
+        for server in conn.compute.servers(name=name):
+            conn.compute.wait_for_delete(server, wait=120)
+    for port in central.network.ports(network_id=net.id, device_owner="compute:nova"):
+        central.network.delete_port(port)
+    eventually(lambda: _delete_network(central, net.id), timeout=60, what=f"delete of network {net.id}")
+
+
+def _delete_network(conn, network_id: str) -> bool:
+    try:
+        conn.network.delete_network(network_id, ignore_missing=True)
+        return True
+    except os_exc.ConflictException:
+        return False  # a server's port is still being deleted
+
+
+def central_port(admin, port_id):
+    return admin[CENTRAL].network.get_port(port_id)
+
+
+# --------------------------------------------------------------------- placement
+
+def test_unknown_availability_zone_hint_is_404_naming_it(central):
+    with pytest.raises(os_exc.NotFoundException, match="nope"):
+        central.network.create_network(name="bad-hints", availability_zone_hints=["nope"])
+
+
+def test_hints_resolve_to_registry_zones(central):
+    net = central.network.create_network(name=f"h-{uuid.uuid4().hex[:6]}", availability_zone_hints=["az1"])
+    try:
+        assert net.availability_zone_hints == ["az1"]
+        assert central.network.get_network(net.id).availability_zones == ["az1"]
+    finally:
+        central.network.delete_network(net)
+
+
+def test_central_create_touches_no_region_and_reserves_addresses(sandbox, central, admin):
+    net = central.network.create_network(name=f"r-{uuid.uuid4().hex[:6]}")
+    subnet = central.network.create_subnet(network_id=net.id, ip_version=4, cidr="10.78.0.0/24")
+    try:
+        for region in sandbox.regions:
+            assert list(admin[region].network.networks(name=net.name)) == []
+        ports = {p.name: p for p in admin[CENTRAL].network.ports(network_id=net.id)}
+        dhcp = ports[f"dhcp_port_{subnet.id}"]
+        assert dhcp.device_owner == "network:dhcp"
+        gateways = {ports[f"interface_{r}_{subnet.id}"].fixed_ips[0]["ip_address"] for r in sandbox.regions}
+        assert len(gateways) == len(sandbox.regions)
+        central.network.delete_subnet(subnet)
+        assert list(admin[CENTRAL].network.ports(network_id=net.id)) == []
+    finally:
+        central.network.delete_network(net)
+
+
+def test_provider_attributes_cannot_change(admin):
+    net = admin[CENTRAL].network.create_network(name=f"p-{uuid.uuid4().hex[:6]}")
+    try:
+        with pytest.raises(os_exc.BadRequestException):
+            admin[CENTRAL].network.update_network(net, provider_segmentation_id=net.provider_segmentation_id + 1)
+    finally:
+        admin[CENTRAL].network.delete_network(net)
+
+
+def test_unknown_ids_are_404_in_a_region_and_create_nothing(sandbox, admin):
+    conn = sandbox.connect("RegionOne")
+    missing = str(uuid.uuid4())
+    for get in (conn.network.get_network, conn.network.get_subnet, conn.network.get_port,
+                conn.network.get_security_group):
+        with pytest.raises(os_exc.NotFoundException):
+            get(missing)
+    assert list(admin[CENTRAL].network.ports(device_id=missing)) == []
+
+
+# ----------------------------------------------------------------- boots and L2
+
+def test_servers_in_two_regions_share_one_network(sandbox, central, admin, stretched):
+    net, subnet = stretched
+    servers = {}
+    for region in sandbox.regions:
+        conn = sandbox.connect(region)
+        servers[region] = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
+        assert servers[region].status == "ACTIVE"
+    dhcp = next(admin[CENTRAL].network.ports(network_id=net.id, name=f"dhcp_port_{subnet.id}"))
+    ips = set()
+    for region in sandbox.regions:
+        conn = admin[region]
+        copy = conn.network.get_network(net.id)
+        assert (copy.provider_network_type, copy.provider_segmentation_id) == (
+            "vxlan", admin[CENTRAL].network.get_network(net.id).provider_segmentation_id)
+        regional_subnet = conn.network.get_subnet(subnet.id)
+        assert regional_subnet.cidr == subnet.cidr
+        reservation = next(admin[CENTRAL].network.ports(network_id=net.id, name=f"interface_{region}_{subnet.id}"))
+        assert regional_subnet.gateway_ip == reservation.fixed_ips[0]["ip_address"]
+        (vm_port,) = list(conn.network.ports(device_id=servers[region].id))
+        top = central_port(admin, vm_port.id)
+        assert (top.mac_address, top.fixed_ips) == (vm_port.mac_address, vm_port.fixed_ips)
+        assert top.binding_host_id == f"{region.lower()}-compute"
+        assert top.status == "ACTIVE"
+        ips.add(vm_port.fixed_ips[0]["ip_address"])
+        regional_dhcp = conn.network.get_port(dhcp.id)
+        assert (regional_dhcp.mac_address, regional_dhcp.fixed_ips) == (dhcp.mac_address, dhcp.fixed_ips)
+    assert len(ips) == len(sandbox.regions)
+    # Each region gets a shadow of the other's VM port (same UUID, IP, MAC, remote host).
+    for region in sandbox.regions:
+        for other in sandbox.regions:
+            if other == region:
+                continue
+            (remote,) = list(admin[other].network.ports(device_id=servers[other].id, device_owner="compute:az"
+                                                        + str(sandbox.regions.index(other) + 1)))
+            shadow = eventually(lambda: _port_or_none(admin[region], remote.id), what=f"shadow in {region}")
+            assert shadow.device_owner == "compute:shadow"
+            assert (shadow.mac_address, shadow.fixed_ips) == (remote.mac_address, remote.fixed_ips)
+            assert shadow.binding_host_id == f"{other.lower()}-compute"
+
+
+def _port_or_none(conn, port_id):
+    try:
+        return conn.network.get_port(port_id)
+    except os_exc.NotFoundException:
+        return None
+
+
+def test_boot_on_a_precreated_central_port(sandbox, central, admin, stretched):
+    net, _ = stretched
+    port = central.network.create_port(network_id=net.id, name=f"{net.name}-pre")
+    conn = sandbox.connect("RegionOne")
+    server = conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240)
+    assert server.status == "ACTIVE"
+    regional = admin["RegionOne"].network.get_port(port.id)
+    assert (regional.mac_address, regional.fixed_ips) == (port.mac_address, port.fixed_ips)
+    top = central_port(admin, port.id)
+    assert top.device_owner.startswith("compute:")
+    assert top.binding_host_id == "regionone-compute"
+
+
+def test_regional_fixed_ip_must_be_allocated_at_central(sandbox, central, admin, stretched):
+    net, subnet = stretched
+    conn = sandbox.connect("RegionOne")
+    with pytest.raises(os_exc.BadRequestException, match="10.77.0.250"):
+        conn.network.create_port(network_id=net.id, fixed_ips=[{"subnet_id": subnet.id, "ip_address": "10.77.0.250"}])
+    held = central.network.create_port(network_id=net.id)
+    address = held.fixed_ips[0]["ip_address"]
+    copy = conn.network.create_port(network_id=net.id, fixed_ips=[{"subnet_id": subnet.id, "ip_address": address}])
+    try:
+        assert (copy.id, copy.mac_address) == (held.id, held.mac_address)
+    finally:
+        admin["RegionOne"].network.delete_port(copy.id)
+        central.network.delete_port(held, ignore_missing=True)
+
+
+def test_network_hinted_to_one_region_stays_there(sandbox, central, admin):
+    net = central.network.create_network(name=f"one-{uuid.uuid4().hex[:6]}", availability_zone_hints=["RegionOne"])
+    central.network.create_subnet(network_id=net.id, ip_version=4, cidr="10.79.0.0/24")
+    try:
+        assert list(sandbox.connect("RegionTwo").network.networks(id=net.id)) == []
+        with pytest.raises(os_exc.NotFoundException):
+            sandbox.connect("RegionTwo").network.get_network(net.id)
+        assert sandbox.connect("RegionOne").network.get_network(net.id).id == net.id
+    finally:
+        eventually(lambda: _delete_network(central, net.id), timeout=60)
+        eventually(lambda: _port_or_none_net(admin["RegionOne"], net.id) is None, what="copy removed")
+
+
+def _port_or_none_net(conn, network_id):
+    try:
+        return conn.network.get_network(network_id)
+    except os_exc.NotFoundException:
+        return None
+
+
+def test_twenty_concurrent_boots_across_regions_get_distinct_central_ips(sandbox, admin, stretched):
+    net, _ = stretched
+    regions = [sandbox.regions[i % 2] for i in range(20)]
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        made = list(pool.map(lambda r: (r, boot(sandbox.connect(r), net.name, net.id)), regions))
+    ips = []
+    for region, server in made:
+        server = sandbox.connect(region).compute.wait_for_server(server, wait=600)
+        assert server.status == "ACTIVE", server.fault
+        ips += [a["addr"] for addrs in server.addresses.values() for a in addrs]
+    assert len(ips) == 20 and len(set(ips)) == 20
+    central_ips = {ip["ip_address"] for p in admin[CENTRAL].network.ports(network_id=net.id) for ip in p.fixed_ips}
+    assert set(ips) <= central_ips
+
+
+def test_ipv6_subnet_is_copied_with_a_regional_gateway(sandbox, central, admin, stretched):
+    net, _ = stretched
+    v6 = central.network.create_subnet(network_id=net.id, ip_version=6, cidr="fd00:77::/64",
+                                       ipv6_address_mode="dhcpv6-stateful", ipv6_ra_mode="dhcpv6-stateful")
+    conn = sandbox.connect("RegionOne")
+    server = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
+    copy = admin["RegionOne"].network.get_subnet(v6.id)
+    reservation = next(admin[CENTRAL].network.ports(network_id=net.id, name=f"interface_RegionOne_{v6.id}"))
+    assert copy.cidr == "fd00:77::/64"
+    assert copy.gateway_ip == reservation.fixed_ips[0]["ip_address"] != v6.gateway_ip
+    (port,) = list(admin["RegionOne"].network.ports(device_id=server.id))
+    assert {ip["subnet_id"] for ip in port.fixed_ips} == {net.subnet_ids[0], v6.id} or len(port.fixed_ips) == 2
+    assert central_port(admin, port.id).fixed_ips == port.fixed_ips
+
+
+# ------------------------------------------------------- updates, rules, deletes
+
+def test_network_and_subnet_updates_reach_every_region(sandbox, central, admin, stretched):
+    net, subnet = stretched
+    for region in sandbox.regions:
+        conn = sandbox.connect(region)
+        conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
+    gateways = {r: admin[r].network.get_subnet(subnet.id).gateway_ip for r in sandbox.regions}
+    central.network.update_network(net, description="stretched across regions")
+    central.network.update_subnet(subnet, dns_nameservers=["192.0.2.53"])
+    for region in sandbox.regions:
+        eventually(lambda: admin[region].network.get_network(net.id).description == "stretched across regions",
+                   what=f"description in {region}")
+        eventually(lambda: admin[region].network.get_subnet(subnet.id).dns_nameservers == ["192.0.2.53"],
+                   what=f"dns in {region}")
+        assert admin[region].network.get_subnet(subnet.id).gateway_ip == gateways[region]
+
+
+def test_security_group_rules_follow_central_with_remote_group_members(sandbox, central, admin, stretched):
+    net, _ = stretched
+    group = central.network.create_security_group(name=f"sg-{uuid.uuid4().hex[:6]}")
+    try:
+        ssh = central.network.create_security_group_rule(
+            security_group_id=group.id, direction="ingress", protocol="tcp", port_range_min=22, port_range_max=22,
+            ethertype="IPv4")
+        central.network.create_security_group_rule(
+            security_group_id=group.id, direction="ingress", protocol="tcp", port_range_min=80, port_range_max=80,
+            ethertype="IPv4", remote_group_id=group.id)
+        servers = {}
+        for region in sandbox.regions:
+            port = central.network.create_port(network_id=net.id, security_group_ids=[group.id], name=net.name)
+            conn = sandbox.connect(region)
+            servers[region] = (conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240), port)
+        for region in sandbox.regions:
+            other = next(r for r in sandbox.regions if r != region)
+            remote_ip = servers[other][1].fixed_ips[0]["ip_address"]
+
+            def rules(region=region):
+                copy = admin[region].network.get_security_group(group.id)
+                return {(r["protocol"], r["port_range_min"], r["remote_ip_prefix"]) for r in copy.security_group_rules
+                        if r["direction"] == "ingress"}
+            eventually(lambda: {("tcp", 22, None), ("tcp", 80, f"{remote_ip}/32")} <= rules(),
+                       what=f"rules in {region}")
+        central.network.delete_security_group_rule(ssh)
+        for region in sandbox.regions:
+            eventually(lambda: not any(r["port_range_min"] == 22 for r in
+                                       admin[region].network.get_security_group(group.id).security_group_rules),
+                       what=f"rule removed in {region}")
+    finally:
+        for region, (server, port) in locals().get("servers", {}).items():
+            sandbox.connect(region).compute.delete_server(server)
+            sandbox.connect(region).compute.wait_for_delete(server, wait=120)
+            central.network.delete_port(port.id, ignore_missing=True)
+        eventually(lambda: _delete_sg(central, group.id), timeout=60)
+
+
+def _delete_sg(conn, sg_id):
+    try:
+        conn.network.delete_security_group(sg_id, ignore_missing=True)
+        return True
+    except os_exc.ConflictException:
+        return False
+
+
+def test_deleting_ports_and_networks_reaches_every_copy(sandbox, central, admin):
+    net = central.network.create_network(name=f"d-{uuid.uuid4().hex[:6]}")
+    central.network.create_subnet(network_id=net.id, ip_version=4, cidr="10.80.0.0/24")
+    servers = {}
+    for region in sandbox.regions:
+        conn = sandbox.connect(region)
+        servers[region] = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
+    with pytest.raises(os_exc.ConflictException):
+        central.network.delete_network(net)  # user ports remain
+    one = servers[sandbox.regions[0]]
+    (one_port,) = list(admin[sandbox.regions[0]].network.ports(device_id=one.id))
+    eventually(lambda: _port_or_none(admin[sandbox.regions[1]], one_port.id), what="shadow before delete")
+    sandbox.connect(sandbox.regions[0]).compute.delete_server(one)
+    sandbox.connect(sandbox.regions[0]).compute.wait_for_delete(one, wait=120)
+    eventually(lambda: _port_or_none(admin[CENTRAL], one_port.id) is None, what="central port deleted")
+    eventually(lambda: _port_or_none(admin[sandbox.regions[1]], one_port.id) is None, what="shadow deleted")
+    two = servers[sandbox.regions[1]]
+    sandbox.connect(sandbox.regions[1]).compute.delete_server(two)
+    sandbox.connect(sandbox.regions[1]).compute.wait_for_delete(two, wait=120)
+    eventually(lambda: _delete_network(central, net.id), timeout=60, what="network delete")
+    for region in sandbox.regions:
+        eventually(lambda: _port_or_none_net(admin[region], net.id) is None, what=f"copy gone in {region}")
