@@ -32,6 +32,7 @@ class Api:
     collections: frozenset[str]
     routed: Mapping[str, Routed]
     sort: Callable[[Mapping[str, Sequence[str]]], tuple[listing.SortKey, ...]]
+    sort_params: Callable[[Sequence[listing.SortKey]], list[tuple[str, str]]]
     global_collections: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -49,6 +50,7 @@ COMPUTE = Api(
     routed={"servers": Routed("server", "server", "servers", "Instance", "schedule",
                               az_field="OS-EXT-AZ:availability_zone")},
     sort=listing.nova_sort,
+    sort_params=listing.nova_params,
     global_collections=frozenset({"flavors", "os-keypairs", "os-quota-sets", "os-quota-class-sets"}),
 )
 
@@ -69,6 +71,7 @@ VOLUME = Api(
                           az_field="availability_zone"),
     },
     sort=listing.cinder_sort,
+    sort_params=listing.cinder_params,
     global_collections=frozenset({"types", "qos-specs", "os-quota-sets", "os-quota-class-sets"}),
 )
 

@@ -443,7 +443,9 @@ class Gateway:
         except listing.InvalidSort as err:
             raise Fault(400, str(err)) from None
         regions = await self.router.regions()
-        base_pairs = [(k, v) for k, v in query.items() if k not in ("limit", "marker")]
+        # Every region is asked for the exact order the gateway merges on.
+        base_pairs = [(k, v) for k, v in query.items() if k not in ("limit", "marker", "sort", "sort_key", "sort_dir")]
+        base_pairs += call.api.sort_params(sort)
         zone = query.get("availability_zone")
         if zone is not None:
             regions = [r for r in regions if r in await self.router.regions_in_az(zone)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from urllib.parse import parse_qs
 
 from isthmus.gateway import images
@@ -49,6 +50,7 @@ def install(gateway, conf, engine, session) -> None:
 
     async def quotas(call, region, reply) -> None:
         if len(call.segments) > 1:
+            _LIMITS.pop(call.segments[1], None)
             await enqueue(QUOTA_SYNC, call.segments[1], call.segments[1], {"master": region})
 
     async def volume_types(call, region, reply) -> None:
@@ -70,6 +72,25 @@ def install(gateway, conf, engine, session) -> None:
         await enforce_quota(gateway, call, server)
 
     gateway.before_create.append(global_quota)
+
+    async def volume_type_in_region(call, spec, region, volume) -> None:
+        """A volume type created at the master exists in the target region before the create."""
+        wanted = volume.get("volume_type")
+        if spec.kind != "volume" or not wanted:
+            return
+        master = await gateway.router.master_region()
+        if region == master:
+            return
+        from isthmus.gateway.sync import Regions, sync_volume_type
+        from isthmus.jobs import JobContext
+        ctx = JobContext("inline", VOLUME_TYPE_SYNC, str(wanted), None,
+                         {"master": master, "only": region, "name": str(wanted), "inline": True}, 1)
+        try:
+            await asyncio.to_thread(sync_volume_type, Regions.fixed(session, lambda: [master, region]), ctx)
+        except Exception as err:  # noqa: BLE001 - Cinder reports an unknown type itself
+            LOG.warning("%s: syncing volume type %s to %s failed: %s", call.request_id, wanted, region, err)
+
+    gateway.before_create.append(volume_type_in_region)
 
     async def quota_sets(call):
         segs = call.segments
@@ -112,15 +133,28 @@ def install(gateway, conf, engine, session) -> None:
 
 
 
+# Limits change rarely and every change through the gateway drops the entry; a
+# short TTL bounds staleness for changes made at the master directly.
+LIMITS_TTL = 10.0
+_LIMITS: dict[str, tuple[float, dict]] = {}
+
+
 async def enforce_quota(gateway, call, server: dict) -> None:
     from isthmus.gateway.faults import Fault
 
     project = call.identity.project_id
+    cached = _LIMITS.get(project)
+    if cached and time.monotonic() - cached[0] < LIMITS_TTL:
+        limits = cached[1]
+    else:
+        master = await gateway.router.master_region()
+        quota = await gateway._forward(call, master, "GET", call.rel_for("os-quota-sets", project), body=b"",
+                                       query="")
+        if quota.status != 200:
+            return
+        limits = (quota.json() or {}).get("quota_set") or {}
+        _LIMITS[project] = (time.monotonic(), limits)
     master = await gateway.router.master_region()
-    quota = await gateway._forward(call, master, "GET", call.rel_for("os-quota-sets", project), body=b"", query="")
-    if quota.status != 200:
-        return
-    limits = (quota.json() or {}).get("quota_set") or {}
     watched = {k: limits.get(k, -1) for k in ("instances", "cores", "ram")}
     if all(v is None or v < 0 for v in watched.values()):
         return

@@ -35,6 +35,11 @@ class InvalidSort(ValueError):
 class SortKey:
     field: str  # as it appears in the response body
     desc: bool
+    param: str = ""  # the sort key the region is asked for (default: field)
+
+    @property
+    def forward(self) -> str:
+        return self.param or self.field
 
 
 # Nova's sort_key values name DB columns; the body shows some of them elsewhere.
@@ -51,7 +56,9 @@ NOVA_FIELDS = {
 }
 CINDER_FIELDS = {"display_name": "name", "display_description": "description"}
 DEFAULT = (SortKey("created_at", True), SortKey("id", True))
-NOVA_DEFAULT = (SortKey("created", True), SortKey("id", True))
+# Nova breaks created_at ties by its internal integer id, which the API never shows:
+# the gateway asks every region for created_at then uuid, an order it can reproduce.
+NOVA_DEFAULT = (SortKey("created", True, "created_at"), SortKey("id", True, "uuid"))
 
 
 def nova_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
@@ -63,7 +70,7 @@ def nova_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
     if len(dirs) > len(keys):
         raise InvalidSort("more sort_dir than sort_key parameters")
     dirs += ["desc"] * (len(keys) - len(dirs))
-    return _with_tiebreak([SortKey(NOVA_FIELDS.get(k, k), _desc(d)) for k, d in zip(keys, dirs)])
+    return _with_tiebreak([SortKey(NOVA_FIELDS.get(k, k), _desc(d), k) for k, d in zip(keys, dirs)], "uuid")
 
 
 def cinder_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
@@ -76,13 +83,13 @@ def cinder_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
             name, _, direction = part.strip().partition(":")
             if not name:
                 raise InvalidSort(f"bad sort parameter {part!r}")
-            specs.append(SortKey(CINDER_FIELDS.get(name, name), _desc(direction or "desc")))
+            specs.append(SortKey(CINDER_FIELDS.get(name, name), _desc(direction or "desc"), name))
         return _with_tiebreak(specs)
     keys = list(query.get("sort_key", []))
     if not keys:
         return DEFAULT
     dirs = list(query.get("sort_dir", [])) or ["desc"]
-    return _with_tiebreak([SortKey(CINDER_FIELDS.get(k, k), _desc(dirs[min(i, len(dirs) - 1)]))
+    return _with_tiebreak([SortKey(CINDER_FIELDS.get(k, k), _desc(dirs[min(i, len(dirs) - 1)]), k)
                            for i, k in enumerate(keys)])
 
 
@@ -93,11 +100,23 @@ def _desc(direction: str) -> bool:
     return direction == "desc"
 
 
-def _with_tiebreak(keys: list[SortKey]) -> tuple[SortKey, ...]:
-    """Regions break ties by id in the direction of the last key; so do we, for a total order."""
+def _with_tiebreak(keys: list[SortKey], id_param: str = "id") -> tuple[SortKey, ...]:
+    """End with the id (asked of the regions too): a total order every region and the
+    gateway agree on."""
     if not any(k.field == "id" for k in keys):
-        keys.append(SortKey("id", keys[-1].desc if keys else True))
+        keys.append(SortKey("id", keys[-1].desc if keys else True, id_param))
     return tuple(keys)
+
+
+def nova_params(spec: Sequence[SortKey]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key in spec:
+        out += [("sort_key", key.forward), ("sort_dir", "desc" if key.desc else "asc")]
+    return out
+
+
+def cinder_params(spec: Sequence[SortKey]) -> list[tuple[str, str]]:
+    return [("sort", ",".join(f"{k.forward}:{'desc' if k.desc else 'asc'}" for k in spec))]
 
 
 # --- comparable keys -----------------------------------------------------------

@@ -171,6 +171,8 @@ def sync_volume_type(regions: Regions, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     got = _ok(regions.call("GET", master, "volume", f"/types/{ctx.resource_id}"), 200, 404)
     vtype = got.json()["volume_type"] if got.status_code == 200 else None
+    if vtype is None and ctx.payload.get("inline"):
+        return  # a create's inline check never deletes: the master simply has no such type
     name = vtype["name"] if vtype else ctx.payload.get("name")
     if not name:
         raise PermanentFailure("volume type gone from the master and no name in the payload")

@@ -40,7 +40,7 @@ def database_names(layout: Layout) -> list[str]:
     names = []
     for region in layout.regions:
         key = region.lower()
-        names += [f"nova_api_{key}", f"nova_cell0_{key}", f"nova_{key}", f"placement_{key}"]
+        names += [f"nova_api_{key}", f"nova_cell0_{key}", f"nova_{key}", f"placement_{key}", f"cinder_{key}"]
     return names
 
 

@@ -91,12 +91,16 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
                 CatalogEntry("compute", "nova", region, layout.url(layout.region_port(region, "nova"), "/v2.1")),
                 CatalogEntry("placement", "placement", region, layout.url(layout.region_port(region, "placement"))),
                 CatalogEntry("image", "glance", region, layout.url(layout.region_port(region, "glance"))),
+                CatalogEntry("block-storage", "cinder", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
+                CatalogEntry("volumev3", "cinderv3", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
             ]
     if layout.compute:
         # isthmus-gateway is CentralRegion's only compute endpoint; its images are the
         # master region's Glance (the gateway replicates them, same UUID, on first boot elsewhere).
         entries += [
             CatalogEntry("compute", "nova", CENTRAL_REGION, layout.url(layout.gateway_port, "/compute/v2.1")),
+            CatalogEntry("block-storage", "cinder", CENTRAL_REGION, layout.url(layout.gateway_port, "/volume/v3")),
+            CatalogEntry("volumev3", "cinderv3", CENTRAL_REGION, layout.url(layout.gateway_port, "/volume/v3")),
             CatalogEntry("image", "glance", CENTRAL_REGION, layout.url(layout.region_port(layout.regions[0], "glance"))),
         ]
     return entries

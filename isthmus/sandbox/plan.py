@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from isthmus.sandbox import database, gateway, glance, keystone, nova, neutron, placement, rabbitmq, registry, runtime, xjob
 from isthmus.sandbox import admin_api
+from isthmus.sandbox import cinder
 from isthmus.sandbox.dag import Step
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
@@ -16,7 +17,7 @@ def planned_ports(layout: Layout) -> list[tuple[str, int]]:
     for region in layout.regions:
         ports.append((f"neutron-{region}", layout.neutron_port(region)))
         if layout.compute:
-            for service in ("nova", "placement", "glance"):
+            for service in ("nova", "placement", "glance", "cinder"):
                 name = "nova-api" if service == "nova" else service
                 ports.append((f"{name}-{region}", layout.region_port(region, service)))
     if layout.compute:
@@ -80,6 +81,10 @@ def _compute_steps(layout: Layout, region: str) -> list[Step]:
         glance.ensure_tiny_image(conn)
         nova.ensure_flavor(conn)
 
+    def volumes() -> None:
+        records = cinder.start_control(layout, r)
+        cinder.wait_volume_service(layout, r, keystone.admin_connection(layout, r), records)
+
     return [
         Step(f"placement-setup-{r}", lambda: placement.prepare(layout, r), ("mariadb",), "db sync"),
         Step(f"placement-{r}", _serve(lambda: placement.start(layout, r)), (f"placement-setup-{r}",), "starting"),
@@ -92,4 +97,7 @@ def _compute_steps(layout: Layout, region: str) -> list[Step]:
         Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}"),
              "starting, waiting for the host to report"),
         Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"), f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
+        Step(f"cinder-setup-{r}", lambda: cinder.prepare(layout, r), ("mariadb", "rabbitmq"), "db sync"),
+        Step(f"cinder-api-{r}", _serve(lambda: cinder.start_api(layout, r)), (f"cinder-setup-{r}",), "starting"),
+        Step(f"cinder-volume-{r}", volumes, (f"cinder-api-{r}", "catalog"), "scheduler, volume (no-disk backend)"),
     ]

@@ -73,9 +73,10 @@ def test_timestamps_compare_across_formats():
 
 def test_sort_parsing():
     assert listing.nova_sort({"sort_key": ["display_name"], "sort_dir": ["asc"]}) == (
-        listing.SortKey("name", False), listing.SortKey("id", False))
+        listing.SortKey("name", False, "display_name"), listing.SortKey("id", False, "uuid"))
     assert listing.cinder_sort({"sort": ["name:asc,created_at"]}) == (
-        listing.SortKey("name", False), listing.SortKey("created_at", True), listing.SortKey("id", True))
+        listing.SortKey("name", False, "name"), listing.SortKey("created_at", True, "created_at"),
+        listing.SortKey("id", True, "id"))
     with pytest.raises(listing.InvalidSort):
         listing.cinder_sort({"sort": ["name:up"]})
     with pytest.raises(listing.InvalidSort):
@@ -108,5 +109,11 @@ def test_first_page_asks_each_region_once():
 
 
 def test_nova_default_sorts_on_its_body_field_names():
-    assert listing.nova_sort({}) == (listing.SortKey("created", True), listing.SortKey("id", True))
-    assert listing.nova_sort({"sort_key": ["created_at"]})[0] == listing.SortKey("created", True)
+    assert listing.nova_sort({}) == (listing.SortKey("created", True, "created_at"), listing.SortKey("id", True, "uuid"))
+    assert listing.nova_sort({"sort_key": ["created_at"]})[0] == listing.SortKey("created", True, "created_at")
+
+
+def test_regions_are_asked_for_the_merge_order():
+    assert listing.nova_params(listing.nova_sort({})) == [
+        ("sort_key", "created_at"), ("sort_dir", "desc"), ("sort_key", "uuid"), ("sort_dir", "desc")]
+    assert listing.cinder_params(listing.cinder_sort({"sort": ["name:asc"]})) == [("sort", "name:asc,id:asc")]

@@ -1,0 +1,170 @@
+"""isthmus-gateway's Cinder v3 on the sandbox (reference §12: 9, 16-18, 20-22, 26)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+import requests
+
+from tests.integration.test_gateway import Gateway, cli, name
+
+pytestmark = pytest.mark.integration
+
+
+class Volumes(Gateway):
+    def __init__(self, sandbox) -> None:
+        super().__init__(sandbox)
+        self.volume = self.url + "/volume/v3"
+
+    def vcall(self, method: str, path: str, cloud: str = "isthmus-demo", **kw) -> requests.Response:
+        return self.call(method, self.volume + path, cloud, **kw)
+
+    def create_volume(self, az: str | None = None, size: int = 1, cloud: str = "isthmus-demo", **extra) -> dict:
+        body = {"size": size, "name": extra.pop("name", name()), **extra}
+        if az:
+            body["availability_zone"] = az
+        resp = self.vcall("POST", "/volumes", cloud, json={"volume": body})
+        assert resp.status_code == 202, resp.text
+        return resp.json()["volume"]
+
+    def wait_volume(self, volume_id: str, status: str = "available", timeout: float = 120) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            resp = self.vcall("GET", f"/volumes/{volume_id}")
+            if resp.status_code == 200 and resp.json()["volume"]["status"] == status:
+                return resp.json()["volume"]
+            assert time.monotonic() < deadline, f"volume {volume_id} not {status}: {resp.text[:300]}"
+            time.sleep(1)
+
+    def volume_region(self, volume_id: str) -> str | None:
+        for region in self.sandbox.regions:
+            conn = self.sandbox.connect(region, cloud="isthmus-admin")
+            if conn.block_storage.find_volume(volume_id, ignore_missing=True, all_projects=True):
+                return region
+        return None
+
+
+@pytest.fixture(scope="module")
+def vg(sandbox):
+    gateway = Volumes(sandbox)
+    yield gateway
+    for volume in gateway.vcall("GET", "/volumes").json().get("volumes", []):
+        if volume["name"] and volume["name"].startswith("gw-"):
+            gateway.vcall("DELETE", f"/volumes/{volume['id']}")
+
+
+def test_volume_versions_and_catalog(vg):
+    resp = requests.get(vg.url + "/volume/", timeout=30)
+    assert resp.status_code == 200 and resp.json()["versions"][0]["id"] == "v3.0"
+    assert requests.post(vg.url + "/volume/", timeout=30).status_code == 405
+    ident = vg.conns["isthmus-admin"].identity
+    types = {s.id: s.type for s in ident.services()}
+    for service_type in ("block-storage", "volumev3"):
+        central = [e.url for e in ident.endpoints(interface="public")
+                   if types[e.service_id] == service_type and e.region_id == "CentralRegion"]
+        assert central == [vg.volume]
+
+
+def test_09_cli_volume_create_in_az(vg):
+    out = json.loads(cli(vg.sandbox, "volume", "create", "--size", "1", "--availability-zone", "az2", name(),
+                         "-f", "json").stdout)
+    assert out["availability_zone"] == "az2"
+    assert vg.volume_region(out["id"]) == "RegionTwo"
+    shown = vg.wait_volume(out["id"])
+    assert shown["availability_zone"] == "az2"
+    assert vg.vcall("POST", "/volumes", json={"volume": {"size": 1, "availability_zone": "nope"}}).status_code == 400
+
+
+def test_16_attach_same_region_only_then_detach(vg):
+    sid = vg.boot(name(), az="az1").json()["server"]["id"]
+    vg.wait(sid)
+    other = vg.create_volume("az2")
+    local = vg.create_volume("az1")
+    vg.wait_volume(other["id"])
+    vg.wait_volume(local["id"])
+    refused = vg.call("POST", f"/servers/{sid}/os-volume_attachments",
+                      json={"volumeAttachment": {"volumeId": other["id"]}})
+    assert refused.status_code == 400 and "same region" in refused.text
+    server_name = vg.call("GET", f"/servers/{sid}").json()["server"]["name"]
+    cli(vg.sandbox, "server", "add", "volume", server_name, local["id"])
+    vg.wait_volume(local["id"], "in-use")
+    detach = vg.call("DELETE", f"/servers/{sid}/os-volume_attachments/{local['id']}")
+    assert detach.status_code == 202
+    vg.wait_volume(local["id"], "available")
+
+
+def test_17_extend(vg):
+    volume = vg.create_volume("az2")
+    vg.wait_volume(volume["id"])
+    assert vg.vcall("POST", f"/volumes/{volume['id']}/action", json={"os-extend": {"new_size": "x"}}).status_code == 400
+    assert vg.vcall("POST", f"/volumes/{volume['id']}/action", json={"os-extend": {"new_size": 2}}).status_code == 202
+    deadline = time.monotonic() + 60
+    while vg.wait_volume(volume["id"])["size"] != 2:
+        assert time.monotonic() < deadline
+        time.sleep(1)
+
+
+def test_18_delete_then_routing_collected(vg):
+    volume = vg.create_volume("az1")
+    vg.wait_volume(volume["id"])
+    assert vg.vcall("DELETE", f"/volumes/{volume['id']}").status_code == 202
+    deadline = time.monotonic() + 60
+    while vg.vcall("GET", f"/volumes/{volume['id']}").status_code != 404:
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    assert vg.registry().routings_of(volume["id"], "volume") == []
+
+
+def test_20_21_az_filter_and_pagination_sorted_by_name(vg):
+    tag = name()
+    made = {az: [vg.create_volume(az, name=f"{tag}-{az}-{i}")["id"] for i in range(3)] for az in ("az1", "az2")}
+    az2 = [v for v in vg.vcall("GET", "/volumes/detail?availability_zone=az2").json()["volumes"]
+           if v["name"].startswith(tag)]
+    assert sorted(v["id"] for v in az2) == sorted(made["az2"])
+    assert {v["availability_zone"] for v in az2} == {"az2"}
+    everything = [v for v in vg.vcall("GET", "/volumes/detail?sort=name:asc").json()["volumes"]]
+    names = [v["name"] or "" for v in everything]
+    assert names == sorted(names)
+    url, seen = vg.volume + "/volumes/detail?sort=name:asc&limit=2", []
+    while url:
+        page = vg.call("GET", url).json()
+        seen += [v["id"] for v in page["volumes"]]
+        nxt = [l["href"] for l in page.get("volumes_links", []) if l["rel"] == "next"]
+        if nxt:
+            assert nxt[0].startswith(vg.volume + "/volumes/detail?")
+        url = nxt[0] if nxt else None
+    assert seen == [v["id"] for v in everything]
+
+
+def test_26_volume_types_are_global(vg):
+    type_name = name()
+    body = {"volume_type": {"name": type_name, "extra_specs": {"volume_backend_name": "fake"}}}
+    assert vg.vcall("POST", "/types", json=body).status_code == 403
+    created = vg.vcall("POST", "/types", "isthmus-admin", json=body)
+    assert created.status_code == 200, created.text
+    assert vg.vcall("POST", "/types", "isthmus-admin", json=body).status_code == 409
+    for az in ("az1", "az2"):
+        volume = vg.create_volume(az, volume_type=type_name)
+        assert vg.wait_volume(volume["id"])["volume_type"] == type_name
+    listed = [t for t in vg.vcall("GET", "/types").json()["volume_types"] if t["name"] == type_name]
+    assert len(listed) == 1 and not listed[0].get("extra_specs")  # non-admins see no extra specs
+
+
+def test_22_volumes_listed_with_a_region_down(vg):
+    from isthmus.sandbox import cinder, process, runtime
+
+    volume = vg.create_volume("az2")
+    vg.wait_volume(volume["id"])
+    (record,) = [r for r in process.ServiceRecord.load_all(vg.layout.run) if r.name == "cinder-api-RegionTwo"]
+    process.stop(record)
+    try:
+        resp = vg.vcall("GET", "/volumes/detail")
+        assert resp.status_code == 200
+        assert volume["id"] not in [v["id"] for v in resp.json()["volumes"]]
+        assert vg.vcall("GET", f"/volumes/{volume['id']}").status_code == 503
+    finally:
+        runtime.wait_http(cinder.start_api(vg.layout, "RegionTwo"))
+    vg.wait_volume(volume["id"])
