@@ -185,6 +185,32 @@ def test_10_no_az_lands_in_the_oldest_binding(gw):
     assert gw.region_of(resp.json()["server"]["id"]) == first
 
 
+def test_11_prebound_project_lands_in_its_region(gw):
+    import openstack
+
+    from isthmus.registry.bindings import Bindings
+    from isthmus.sandbox.layout import PASSWORD
+
+    ident = gw.conns["isthmus-admin"].identity
+    project = ident.create_project(name=name(), domain_id="default")
+    user = ident.create_user(name=name(), password=PASSWORD, domain_id="default")
+    ident.assign_project_role_to_user(project, user, ident.find_role("member"))
+    try:
+        two = gw.registry().find_pod("RegionTwo")
+        Bindings(gw.registry().engine).bind(project.id, two.pod_id)
+        conn = openstack.connect(auth_url=gw.layout.auth_url, username=user.name, password=PASSWORD,
+                                 project_id=project.id, user_domain_name="Default", region_name=CENTRAL)
+        token = conn.session.get_token()
+        resp = gw.boot(name(), token=token)
+        assert resp.status_code == 202, resp.text
+        sid = resp.json()["server"]["id"]
+        assert gw.region_of(sid) == "RegionTwo"
+        gw.call("DELETE", f"/servers/{sid}", token=token)
+    finally:
+        ident.delete_user(user)
+        ident.delete_project(project)
+
+
 def test_12_unknown_az_is_400_and_binds_nothing(gw):
     from isthmus.registry.bindings import Bindings
     before = Bindings(gw.registry().engine).list(gw.project())
