@@ -50,7 +50,7 @@ def install(gateway, conf, engine, session) -> None:
 
     async def quotas(call, region, reply) -> None:
         if len(call.segments) > 1:
-            _LIMITS.pop(call.segments[1], None)
+            _LIMITS.pop(("compute", call.segments[1]), None)
             await enqueue(QUOTA_SYNC, call.segments[1], call.segments[1], {"master": region})
 
     async def volume_types(call, region, reply) -> None:
@@ -65,11 +65,21 @@ def install(gateway, conf, engine, session) -> None:
     gateway.write_hooks.setdefault(("compute", "os-quota-sets"), []).append(quotas)
     gateway.write_hooks.setdefault(("volume", "types"), []).append(volume_types)
 
-    async def global_quota(call, spec, region, server) -> None:
-        """Instances, cores and RAM count across every region against the master's limits."""
-        if spec.kind != "server":
-            return
-        await enforce_quota(gateway, call, server)
+    async def volume_quotas(call, region, reply) -> None:
+        if len(call.segments) > 1:
+            _LIMITS.pop(("volume", call.segments[1]), None)
+            await enqueue(QUOTA_SYNC, f"volume/{call.segments[1]}", call.segments[1],
+                          {"master": region, "service": "volume"})
+
+    gateway.write_hooks.setdefault(("volume", "os-quota-sets"), []).append(volume_quotas)
+
+    async def global_quota(call, spec, region, body) -> None:
+        """Instances, cores and RAM (volumes, gigabytes) count across every region
+        against the master's limits."""
+        if spec.kind == "server":
+            await enforce_quota(gateway, call, body)
+        elif spec.kind == "volume":
+            await enforce_volume_quota(gateway, call, body)
 
     gateway.before_create.append(global_quota)
 
@@ -136,14 +146,14 @@ def install(gateway, conf, engine, session) -> None:
 # Limits change rarely and every change through the gateway drops the entry; a
 # short TTL bounds staleness for changes made at the master directly.
 LIMITS_TTL = 10.0
-_LIMITS: dict[str, tuple[float, dict]] = {}
+_LIMITS: dict[tuple[str, str], tuple[float, dict]] = {}
 
 
 async def enforce_quota(gateway, call, server: dict) -> None:
     from isthmus.gateway.faults import Fault
 
     project = call.identity.project_id
-    cached = _LIMITS.get(project)
+    cached = _LIMITS.get(("compute", project))
     if cached and time.monotonic() - cached[0] < LIMITS_TTL:
         limits = cached[1]
     else:
@@ -153,7 +163,7 @@ async def enforce_quota(gateway, call, server: dict) -> None:
         if quota.status != 200:
             return
         limits = (quota.json() or {}).get("quota_set") or {}
-        _LIMITS[project] = (time.monotonic(), limits)
+        _LIMITS[("compute", project)] = (time.monotonic(), limits)
     master = await gateway.router.master_region()
     watched = {k: limits.get(k, -1) for k in ("instances", "cores", "ram")}
     if all(v is None or v < 0 for v in watched.values()):
@@ -226,3 +236,46 @@ async def aggregated_usage(gateway, call, kind: str):
                 if key in absolute:
                     absolute[key] = int(absolute[key] or 0) + int(other["limits"]["absolute"].get(key) or 0)
     return web.Response(status=200, body=json.dumps(doc).encode(), content_type="application/json")
+
+
+async def enforce_volume_quota(gateway, call, volume: dict) -> None:
+    """Volumes and gigabytes summed over every region against the master's limits (413,
+    Cinder's over-limit status)."""
+    from isthmus.gateway.faults import Fault
+
+    project = call.identity.project_id
+    cached = _LIMITS.get(("volume", project))
+    if cached and time.monotonic() - cached[0] < LIMITS_TTL:
+        limits = cached[1]
+    else:
+        master = await gateway.router.master_region()
+        quota = await gateway._forward(call, master, "GET", call.rel_for("os-quota-sets", project), body=b"",
+                                       query="")
+        if quota.status != 200:
+            return
+        limits = (quota.json() or {}).get("quota_set") or {}
+        _LIMITS[("volume", project)] = (time.monotonic(), limits)
+    watched = {k: limits.get(k, -1) for k in ("volumes", "gigabytes")}
+    if all(v is None or v < 0 for v in watched.values()):
+        return
+    try:
+        wanted = {"volumes": 1, "gigabytes": int(volume.get("size") or 0)}
+    except (TypeError, ValueError):
+        return  # Cinder rejects the size itself
+    regions = await gateway.router.regions()
+    replies = await asyncio.gather(*(gateway._forward(call, r, "GET", call.rel_for("os-quota-sets", project),
+                                                      body=b"", query="usage=True",
+                                                      timeout=gateway.settings.list_timeout)
+                                     for r in regions), return_exceptions=True)
+    used = dict.fromkeys(watched, 0)
+    for reply in replies:
+        if isinstance(reply, BaseException) or reply.status != 200:
+            raise Fault(503, "Quota usage cannot be counted: a region is unavailable.")
+        detail = (reply.json() or {}).get("quota_set") or {}
+        for key in used:
+            entry = detail.get(key) or {}
+            used[key] += int(entry.get("in_use") or 0) + int(entry.get("reserved") or 0)
+    for key, limit in watched.items():
+        if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
+            raise Fault(413, f"VolumeLimitExceeded: Maximum number of {key} allowed ({limit}) exceeded "
+                        f"across regions (in use {used[key]}, requested {wanted[key]}).")

@@ -158,12 +158,14 @@ def sync_keypair(regions: Regions, ctx: JobContext) -> None:
 
 
 def sync_quota(regions: Regions, ctx: JobContext) -> None:
+    """Each region gets the master's limits (the gateway checks the sum across regions)."""
     master, others = _targets(regions, ctx)
-    project = ctx.resource_id
-    limits = _ok(regions.call("GET", master, "compute", f"/os-quota-sets/{project}"), 200).json()["quota_set"]
+    service = ctx.payload.get("service", "compute")
+    project = ctx.resource_id.rsplit("/", 1)[-1]
+    limits = _ok(regions.call("GET", master, service, f"/os-quota-sets/{project}"), 200).json()["quota_set"]
     limits = {k: v for k, v in limits.items() if k != "id" and isinstance(v, int)}
     for region in others:
-        _ok(regions.call("PUT", region, "compute", f"/os-quota-sets/{project}",
+        _ok(regions.call("PUT", region, service, f"/os-quota-sets/{project}",
                          json={"quota_set": limits}), 200)
 
 

@@ -168,3 +168,37 @@ def test_22_volumes_listed_with_a_region_down(vg):
     finally:
         runtime.wait_http(cinder.start_api(vg.layout, "RegionTwo"))
     vg.wait_volume(volume["id"])
+
+
+def test_snapshots_follow_their_volume(vg):
+    volume = vg.create_volume("az2")
+    vg.wait_volume(volume["id"])
+    resp = vg.vcall("POST", "/snapshots", json={"snapshot": {"volume_id": volume["id"], "name": name()}})
+    assert resp.status_code == 202, resp.text
+    snap = resp.json()["snapshot"]
+    shown = vg.vcall("GET", f"/snapshots/{snap['id']}")
+    assert shown.status_code == 200 and shown.json()["snapshot"]["volume_id"] == volume["id"]
+    assert snap["id"] in [s["id"] for s in vg.vcall("GET", "/snapshots/detail").json()["snapshots"]]
+    two = vg.sandbox.connect("RegionTwo")
+    assert two.block_storage.get_snapshot(snap["id"]).volume_id == volume["id"]
+    unknown = vg.vcall("POST", "/snapshots", json={"snapshot": {"volume_id": str(uuid.uuid4())}})
+    assert unknown.status_code == 404
+    deadline = time.monotonic() + 60
+    while vg.vcall("GET", f"/snapshots/{snap['id']}").json()["snapshot"]["status"] != "available":
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    assert vg.vcall("DELETE", f"/snapshots/{snap['id']}").status_code == 202
+
+
+def test_29_volume_quota_counts_every_region(vg):
+    project = vg.project()
+    in_use = 0
+    for region in vg.sandbox.regions:
+        in_use += len(list(vg.sandbox.connect(region).block_storage.volumes()))
+    put = vg.vcall("PUT", f"/os-quota-sets/{project}", "isthmus-admin", json={"quota_set": {"volumes": in_use}})
+    assert put.status_code == 200, put.text
+    try:
+        refused = vg.vcall("POST", "/volumes", json={"volume": {"size": 1, "availability_zone": "az2"}})
+        assert refused.status_code == 413 and "overLimit" in refused.json()
+    finally:
+        vg.vcall("PUT", f"/os-quota-sets/{project}", "isthmus-admin", json={"quota_set": {"volumes": -1}})
