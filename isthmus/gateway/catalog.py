@@ -87,9 +87,13 @@ class Catalog:
                                                             self._exclude) for kind in SERVICE_TYPES}
             self._loaded_at = time.monotonic()
 
-    def invalidate(self) -> None:
-        """After a connection error: the next lookup reloads (the endpoint may have moved)."""
-        self._loaded_at = 0.0
+    def invalidate(self, min_age: float = 10.0) -> None:
+        """After a connection error: the next lookup reloads (the endpoint may have moved).
+
+        At most once per ``min_age`` seconds: a region that stays down must not turn
+        every request into a Keystone round trip."""
+        if time.monotonic() - self._loaded_at >= min_age:
+            self._loaded_at = 0.0
 
     def all_roots(self) -> list[str]:
         return [ep.root for eps in self._endpoints.values() for ep in eps.values()]

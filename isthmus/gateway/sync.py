@@ -103,6 +103,11 @@ def _targets(regions: Regions, ctx: JobContext) -> tuple[str, list[str]]:
     return master, [r for r in regions_now if r != master and (not only or r == only)]
 
 
+def _norm(value):
+    """Nova shows "no swap" as "" or 0 depending on the microversion."""
+    return 0 if value in ("", None) else value
+
+
 def sync_flavor(regions: Regions, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     fid = ctx.resource_id
@@ -121,7 +126,7 @@ def sync_flavor(regions: Regions, ctx: JobContext) -> None:
             if current:
                 _ok(regions.call("DELETE", region, "compute", f"/flavors/{fid}"), 202, 404)
             continue
-        if current and any(current.get(k) != flavor.get(k) for k in FLAVOR_FIELDS):
+        if current and any(_norm(current.get(k)) != _norm(flavor.get(k)) for k in FLAVOR_FIELDS):
             _ok(regions.call("DELETE", region, "compute", f"/flavors/{fid}"), 202, 404)
             current = None
         if current is None:
@@ -134,9 +139,15 @@ def sync_flavor(regions: Regions, ctx: JobContext) -> None:
                              json={"extra_specs": specs}), 200)
         for key in set(have) - set(specs):
             _ok(regions.call("DELETE", region, "compute", f"/flavors/{fid}/os-extra_specs/{key}"), 200, 404)
-        for tenant in access:
-            _ok(regions.call("POST", region, "compute", f"/flavors/{fid}/action",
-                             json={"addTenantAccess": {"tenant": tenant}}), 200, 409)
+        if not flavor.get("os-flavor-access:is_public", True):
+            there = {a["tenant_id"] for a in _ok(regions.call(
+                "GET", region, "compute", f"/flavors/{fid}/os-flavor-access"), 200).json()["flavor_access"]}
+            for tenant in set(access) - there:
+                _ok(regions.call("POST", region, "compute", f"/flavors/{fid}/action",
+                                 json={"addTenantAccess": {"tenant": tenant}}), 200, 409)
+            for tenant in there - set(access):
+                _ok(regions.call("POST", region, "compute", f"/flavors/{fid}/action",
+                                 json={"removeTenantAccess": {"tenant": tenant}}), 200, 404)
 
 
 def sync_keypair(regions: Regions, ctx: JobContext) -> None:

@@ -38,7 +38,9 @@ async def test_catalog_reloads_after_invalidate_without_restart():
     catalog = Catalog(load, "public", set(), ttl=300)
     assert (await catalog.endpoint("compute", "R1")).url == "http://old/v2.1"
     assert (await catalog.endpoint("compute", "R1")).url == "http://old/v2.1"  # cached
-    catalog.invalidate()  # what a connection error does
+    catalog.invalidate()  # just loaded: a burst of errors does not reload at once
+    assert (await catalog.endpoint("compute", "R1")).url == "http://old/v2.1"
+    catalog.invalidate(min_age=0)  # what a connection error does once the catalog is older
     assert (await catalog.endpoint("compute", "R1")).url == "http://new/v2.1"
     assert len(loads) == 2
 

@@ -1,0 +1,138 @@
+"""The global-object handlers against in-memory regions: idempotent, converge, never
+delete on an inline check."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+from isthmus.gateway import sync
+from isthmus.jobs import JobContext
+
+
+class Resp:
+    def __init__(self, status, body=None, method="GET", url=""):
+        self.status_code, self._body = status, body
+        self.request, self.url, self.text = SimpleNamespace(method=method), url, str(body)
+
+    def json(self):
+        return self._body
+
+
+class FakeRegions:
+    """Just enough Nova/Cinder: flavors (+extra specs, access), keypairs, volume types."""
+
+    def __init__(self, names):
+        self.names = names
+        self.flavors = {n: {} for n in names}
+        self.keys = {n: {} for n in names}
+        self.types = {n: {} for n in names}
+        self.calls = []
+
+    def regions(self):
+        return list(self.names)
+
+    def call(self, method, region, service, path, version=None, json=None, **_):
+        self.calls.append((method, region, path))
+        path = path.split("?")[0]
+        fl, ks, ts = self.flavors[region], self.keys[region], self.types[region]
+        if m := re.fullmatch(r"/flavors/([^/]+)", path):
+            fid = m.group(1)
+            if method == "GET":
+                return Resp(200, {"flavor": fl[fid]["flavor"]}) if fid in fl else Resp(404)
+            if method == "DELETE":
+                return Resp(202) if fl.pop(fid, None) else Resp(404)
+        if path == "/flavors" and method == "POST":
+            body = dict(json["flavor"])
+            fl[body["id"]] = {"flavor": body, "specs": {}, "access": set()}
+            return Resp(200, {"flavor": body})
+        if m := re.fullmatch(r"/flavors/([^/]+)/os-extra_specs(?:/(.+))?", path):
+            entry = fl[m.group(1)]
+            if method == "GET":
+                return Resp(200, {"extra_specs": dict(entry["specs"])})
+            if method == "POST":
+                entry["specs"].update(json["extra_specs"])
+                return Resp(200, {"extra_specs": entry["specs"]})
+            entry["specs"].pop(m.group(2), None)
+            return Resp(200)
+        if m := re.fullmatch(r"/flavors/([^/]+)/os-flavor-access", path):
+            return Resp(200, {"flavor_access": [{"tenant_id": t} for t in fl[m.group(1)]["access"]]})
+        if m := re.fullmatch(r"/flavors/([^/]+)/action", path):
+            (action, arg), = json.items()
+            getattr(fl[m.group(1)]["access"], "add" if action == "addTenantAccess" else "discard")(arg["tenant"])
+            return Resp(200)
+        if m := re.fullmatch(r"/os-keypairs/([^/]+)", path):
+            name = m.group(1)
+            if method == "GET":
+                return Resp(200, {"keypair": ks[name]}) if name in ks else Resp(404)
+            return Resp(202) if ks.pop(name, None) else Resp(404)
+        if path == "/os-keypairs":
+            ks[json["keypair"]["name"]] = dict(json["keypair"])
+            return Resp(200, {"keypair": json["keypair"]})
+        if path == "/types" and method == "GET":
+            return Resp(200, {"volume_types": list(ts.values())})
+        if path == "/types" and method == "POST":
+            body = {**json["volume_type"], "id": f"{region}-{json['volume_type']['name']}"}
+            ts[body["id"]] = body
+            return Resp(200, {"volume_type": body})
+        if m := re.fullmatch(r"/types/([^/]+)", path):
+            tid = m.group(1)
+            if method == "GET":
+                return Resp(200, {"volume_type": ts[tid]}) if tid in ts else Resp(404)
+            return Resp(202) if ts.pop(tid, None) else Resp(404)
+        raise AssertionError(f"unexpected {method} {path}")
+
+
+def ctx(resource, **payload):
+    return JobContext("j", "t", resource, None, {"master": "A", **payload}, 1)
+
+
+FLAVOR = {"id": "f1", "name": "small", "ram": 64, "vcpus": 1, "disk": 1, "OS-FLV-EXT-DATA:ephemeral": 0,
+          "swap": "", "rxtx_factor": 1.0, "os-flavor-access:is_public": False}
+
+
+def test_flavor_created_replaced_and_deleted_everywhere():
+    regions = FakeRegions(["A", "B", "C"])
+    regions.flavors["A"]["f1"] = {"flavor": dict(FLAVOR), "specs": {"k": "v"}, "access": {"p1"}}
+    regions.flavors["C"]["f1"] = {"flavor": {**FLAVOR, "ram": 32}, "specs": {"old": "x"}, "access": {"p9"}}
+    sync.sync_flavor(regions, ctx("f1"))
+    for region in "BC":
+        entry = regions.flavors[region]["f1"]
+        assert entry["flavor"]["ram"] == 64 and entry["specs"] == {"k": "v"} and entry["access"] == {"p1"}
+    before = len(regions.calls)
+    sync.sync_flavor(regions, ctx("f1"))  # idempotent: nothing to write
+    assert not [c for c in regions.calls[before:] if c[0] != "GET"]
+    del regions.flavors["A"]["f1"]
+    sync.sync_flavor(regions, ctx("f1"))
+    assert regions.flavors == {"A": {}, "B": {}, "C": {}}
+
+
+def test_inline_flavor_sync_touches_only_the_target():
+    regions = FakeRegions(["A", "B", "C"])
+    regions.flavors["A"]["f1"] = {"flavor": dict(FLAVOR), "specs": {}, "access": set()}
+    sync.sync_flavor(regions, ctx("f1", only="C"))
+    assert "f1" in regions.flavors["C"] and "f1" not in regions.flavors["B"]
+
+
+def test_keypair_follows_the_master():
+    regions = FakeRegions(["A", "B"])
+    regions.keys["A"]["k"] = {"name": "k", "public_key": "ssh-ed25519 AAA", "type": "ssh"}
+    regions.keys["B"]["k"] = {"name": "k", "public_key": "ssh-ed25519 OLD", "type": "ssh"}
+    sync.sync_keypair(regions, ctx("u1/k"))
+    assert regions.keys["B"]["k"]["public_key"] == "ssh-ed25519 AAA" and regions.keys["B"]["k"]["user_id"] == "u1"
+    del regions.keys["A"]["k"]
+    sync.sync_keypair(regions, ctx("u1/k"))
+    assert regions.keys["B"] == {}
+
+
+def test_volume_type_by_name_and_inline_never_deletes():
+    regions = FakeRegions(["A", "B"])
+    regions.types["A"]["t1"] = {"id": "t1", "name": "gold", "is_public": True, "extra_specs": {"x": "1"}}
+    sync.sync_volume_type(regions, ctx("t1"))
+    (copy,) = regions.types["B"].values()
+    assert copy["name"] == "gold" and copy["extra_specs"] == {"x": "1"}
+    sync.sync_volume_type(regions, ctx("gold-unknown-at-master", name="gold", inline=True))
+    assert len(regions.types["B"]) == 1  # an inline check with no master type deletes nothing
+    del regions.types["A"]["t1"]
+    sync.sync_volume_type(regions, ctx("t1", name="gold"))
+    assert regions.types["B"] == {}
