@@ -349,12 +349,16 @@ def test_29_quotas_enforced_across_regions(gw):
     assert gw.call("PUT", f"/os-quota-sets/{project}", json={"quota_set": {"instances": 3}}).status_code == 403
     assert gw.call("PUT", f"/{admin_id}/os-quota-sets/{project}", "isthmus-admin",
                    json={"quota_set": {"nope": 3}}).status_code == 400
-    detail = gw.call("GET", f"/os-quota-sets/{project}/detail").json()["quota_set"]
-    in_use = detail["instances"]["in_use"]
-    per_region = 0
-    for region in gw.sandbox.regions:
-        conn = gw.sandbox.connect(region)
-        per_region += len(list(conn.compute.servers()))
+    for _ in range(5):  # deletes of earlier tests may finish in between: retry until stable
+        in_use = gw.call("GET", f"/os-quota-sets/{project}/detail").json()["quota_set"]["instances"]["in_use"]
+        per_region = 0
+        for region in gw.sandbox.regions:
+            regional = gw.sandbox.connect(region).compute.get_endpoint()
+            detail = gw.call("GET", f"{regional}/os-quota-sets/{project}/detail").json()["quota_set"]
+            per_region += detail["instances"]["in_use"]
+        if in_use == per_region:
+            break
+        time.sleep(2)
     assert in_use == per_region  # summed over regions
     assert gw.call("PUT", f"/os-quota-sets/{project}", "isthmus-admin",
                    json={"quota_set": {"instances": in_use}}).status_code == 200
