@@ -42,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     logs.add_argument("-f", "--follow", action="store_true")
     logs.set_defaults(func=_logs)
 
+    for verb, helptext in (("stop", "stop one service (e.g. a region's Neutron, to see an outage)"),
+                           ("restart", "start one service again (after code or config changes, or stop)")):
+        one = actions.add_parser(verb, help=helptext)
+        common(one)
+        one.add_argument("service", help="e.g. neutron-RegionTwo, isthmus-xjob, nova-api-RegionOne")
+        one.set_defaults(func=_stop if verb == "stop" else _restart)
+
     tour = actions.add_parser("tour", help="a short scripted tour of a running sandbox")
     common(tour)
     tour.add_argument("--keep", action="store_true", help="leave the tour's resources in place")
@@ -107,6 +114,20 @@ def _logs(args) -> int:
     from isthmus.sandbox import control
 
     return control.logs(_loaded(args), args.service, args.lines, args.follow)
+
+
+@_guarded
+def _stop(args) -> int:
+    from isthmus.sandbox import control
+
+    return control.stop_service(_loaded(args), args.service)
+
+
+@_guarded
+def _restart(args) -> int:
+    from isthmus.sandbox import control
+
+    return control.restart_service(_loaded(args), args.service)
 
 
 @_guarded

@@ -144,3 +144,25 @@ def logs(layout: Layout, service: str, lines: int, follow: bool, out: TextIO = s
             except KeyboardInterrupt:
                 return 0
     return 0
+
+
+def stop_service(layout: Layout, name: str, out: TextIO = sys.stdout) -> int:
+    """Stop one service (e.g. to see a region's Neutron go down); ``restart`` brings it back."""
+    record = next((r for r in process.ServiceRecord.load_all(layout.run) if r.name == name), None)
+    if record is None:
+        known = ", ".join(r.name for r in process.ServiceRecord.load_all(layout.run))
+        raise process.SandboxError(f"no service {name!r}; known: {known}")
+    process.stop(record)
+    print(f"stopped {name} (pid {record.pid})", file=out)
+    return 0
+
+
+def restart_service(layout: Layout, name: str, out: TextIO = sys.stdout) -> int:
+    start = plan.starter(layout, name)
+    record = next((r for r in process.ServiceRecord.load_all(layout.run) if r.name == name), None)
+    if record is not None and process.pid_alive(record.pid):
+        process.stop(record)
+    started = time.monotonic()
+    start()
+    print(f"restarted {name} in {time.monotonic() - started:.1f}s", file=out)
+    return 0

@@ -101,3 +101,26 @@ def _compute_steps(layout: Layout, region: str) -> list[Step]:
         Step(f"cinder-api-{r}", _serve(lambda: cinder.start_api(layout, r)), (f"cinder-setup-{r}",), "starting"),
         Step(f"cinder-volume-{r}", volumes, (f"cinder-api-{r}", "catalog"), "scheduler, volume (no-disk backend)"),
     ]
+
+
+def starter(layout: Layout, name: str):
+    """How to start one service of a running sandbox again (``sandbox restart``);
+    returns a callable that starts it and waits until it answers."""
+    starters = {
+        "keystone": _serve(lambda: keystone.start(layout)),
+        admin_api.NAME: _serve(lambda: admin_api.start(layout)),
+        "isthmus-xjob": lambda: xjob.start(layout),
+    }
+    if layout.compute:
+        starters["isthmus-gateway"] = _serve(lambda: gateway.start(layout))
+    for region in (CENTRAL_REGION, *layout.regions):
+        starters[f"neutron-{region}"] = _serve(lambda r=region: neutron.start(layout, r))
+    if layout.compute:
+        for region in layout.regions:
+            starters[f"nova-api-{region}"] = _serve(lambda r=region: nova.start_api(layout, r))
+            starters[f"placement-{region}"] = _serve(lambda r=region: placement.start(layout, r))
+            starters[f"glance-{region}"] = _serve(lambda r=region: glance.start(layout, r))
+            starters[f"nova-compute-{region}"] = lambda r=region: nova.start_compute(layout, r)
+    if name not in starters:
+        raise ValueError(f"cannot restart {name!r}; restartable: {', '.join(sorted(starters))}")
+    return starters[name]

@@ -34,12 +34,18 @@ def network_body(central: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def region_pools(pools: Iterable[Mapping[str, str]], central_gateway: str | None,
+def region_pools(cidr: str, pools: Iterable[Mapping[str, str]], central_gateway: str | None,
                  region_gateway: str | None) -> list[dict[str, str]]:
-    """Central pools minus this region's gateway, plus central's gateway back in.
+    """Central pools minus this region's gateway, plus central's gateway back in,
+    within the addresses a pool may hold (not the network or broadcast address).
 
     Regional pools are cosmetic (every regional port carries an IP allocated at
     central), but they must not hand out the regional gateway address."""
+    network = netaddr.IPNetwork(cidr)
+    usable = netaddr.IPSet(network)
+    usable.remove(network.network)
+    if network.version == 4 and network.size > 2:
+        usable.remove(network.broadcast)
     ips = netaddr.IPSet()
     for pool in pools:
         ips.add(netaddr.IPRange(pool["start"], pool["end"]))
@@ -47,6 +53,7 @@ def region_pools(pools: Iterable[Mapping[str, str]], central_gateway: str | None
         ips.add(central_gateway)
     if region_gateway:
         ips.remove(region_gateway)
+    ips &= usable
     return [{"start": str(r[0]), "end": str(r[-1])} for r in ips.iter_ipranges()]
 
 
@@ -54,7 +61,7 @@ def subnet_body(central: Mapping[str, Any], region_gateway: str | None) -> dict[
     body = {k: central[k] for k in _SUBNET_KEYS if central.get(k) is not None}
     if central.get("gateway_ip") and region_gateway:
         body["gateway_ip"] = region_gateway
-        body["allocation_pools"] = region_pools(central.get("allocation_pools") or [],
+        body["allocation_pools"] = region_pools(central["cidr"], central.get("allocation_pools") or [],
                                                 central["gateway_ip"], region_gateway)
     else:
         body["gateway_ip"] = central.get("gateway_ip")
@@ -106,8 +113,10 @@ def rule_key(rule: Mapping[str, Any]) -> tuple:
     return tuple(_normal(rule.get(k)) for k in _RULE_KEYS if k != "description")
 
 
-def rule_body(rule: Mapping[str, Any], security_group_id: str) -> dict[str, Any]:
-    body = {k: rule[k] for k in _RULE_KEYS if rule.get(k) is not None}
+def rule_body(rule: Mapping[str, Any], security_group_id: str, all_keys: bool = False) -> dict[str, Any]:
+    """A rule for ``security_group_id``. ``all_keys``: every attribute present
+    (None if unset), as Neutron's plugin layer expects below the API."""
+    body = {k: rule.get(k) for k in _RULE_KEYS if all_keys or rule.get(k) is not None}
     body["security_group_id"] = security_group_id
     return body
 

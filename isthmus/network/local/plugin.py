@@ -12,6 +12,8 @@ else is ML2, untouched.
 from __future__ import annotations
 
 import logging
+import threading
+import zlib
 from typing import Any
 
 from neutron.plugins.ml2 import plugin as ml2_plugin
@@ -66,31 +68,54 @@ def _is_central_port(device_owner: str | None) -> bool:
 
 
 class LocalPlugin(ml2_plugin.Ml2Plugin):
+    # Copying a network takes several commits (network, then subnets). While one
+    # is in progress (its id in _copying) readers of that id wait on its stripe
+    # lock, so they never see a network without its subnets (Nova refuses to boot
+    # on one). Everyone else takes the lock-free path: a thread inside a database
+    # transaction must never wait on a stripe (the copier may be waiting for the
+    # database). Reentrant: copying a subnet reads the network again.
+    _STRIPES = 64
+
     def __init__(self) -> None:
         config.register()
+        self._stripes = [threading.RLock() for _ in range(self._STRIPES)]
+        self._copying: set[str] = set()
         super().__init__()
         self.region = cfg.CONF.isthmus.region_name
         self.availability_zone = cfg.CONF.isthmus.availability_zone
         LOG.info("isthmus local plugin for region %s (az %s)", self.region, self.availability_zone)
 
+    def _stripe(self, object_id: str) -> threading.RLock:
+        return self._stripes[zlib.crc32(object_id.encode()) % self._STRIPES]
+
     # ------------------------------------------------------------------ networks
     # Override: answer for a central network this region has not copied yet.
     def get_network(self, context, id, fields=None, net_db=None):
-        try:
-            return super().get_network(context, id, fields, net_db)
-        except n_exc.NetworkNotFound:
-            if not self._copy_network(context, id):
-                raise
-            return super().get_network(context, id, fields)
+        if id not in self._copying:
+            try:
+                return super().get_network(context, id, fields, net_db)
+            except n_exc.NetworkNotFound:
+                pass
+        with self._stripe(id):
+            try:
+                return super().get_network(context, id, fields, net_db)
+            except n_exc.NetworkNotFound:
+                if not self._copy_network(context, id):
+                    raise
+                return super().get_network(context, id, fields)
 
     # Override: Nova validates --nic net-id with a list filtered by id.
     def get_networks(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
                      page_reverse=False):
         if filters and filters.get("id"):
-            local = {n["id"] for n in super().get_networks(context.elevated(), filters={"id": filters["id"]},
-                                                           fields=["id"])}
-            for network_id in set(filters["id"]) - local:
-                self._copy_network(context, network_id)
+            admin = context.elevated()
+            local = {n["id"] for n in super().get_networks(admin, filters={"id": filters["id"]}, fields=["id"])}
+            for network_id in sorted(set(filters["id"])):
+                if network_id in local and network_id not in self._copying:
+                    continue
+                with self._stripe(network_id):
+                    if not super().get_networks(admin, filters={"id": [network_id]}, fields=["id"]):
+                        self._copy_network(context, network_id)
         return super().get_networks(context, filters, fields, sorts, limit, marker, page_reverse)
 
     def _copy_network(self, context, network_id: str) -> bool:
@@ -106,14 +131,18 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             LOG.info("isthmus: network %s is not hinted to %s; not copying", network_id, self.region)
             return False
         admin = context.elevated()
+        self._copying.add(network_id)
         try:
-            plugin_utils.create_network(self, admin, {"network": copies.network_body(central)},
-                                        check_allow_post=False)
-            LOG.info("isthmus: copied network %s from central", network_id)
-        except (db_exc.DBDuplicateEntry, n_exc.Conflict):
-            pass  # a concurrent request copied it first
-        for subnet in self._central_subnets(network_id):
-            self._copy_subnet(admin, subnet)
+            try:
+                plugin_utils.create_network(self, admin, {"network": copies.network_body(central)},
+                                            check_allow_post=False)
+                LOG.info("isthmus: copied network %s from central", network_id)
+            except (db_exc.DBDuplicateEntry, n_exc.Conflict):
+                pass  # another process copied it first
+            for subnet in self._central_subnets(network_id):
+                self._copy_subnet(admin, subnet)
+        finally:
+            self._copying.discard(network_id)
         return True
 
     @staticmethod
@@ -424,7 +453,9 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             if rule.get("remote_group_id") and rule["remote_group_id"] != sg_id:
                 self._ensure_security_group(admin, rule["remote_group_id"])
             try:
-                super().create_security_group_rule(admin, {"security_group_rule": copies.rule_body(rule, sg_id)})
+                body = copies.rule_body(rule, sg_id, all_keys=True)
+                body["project_id"] = central["project_id"]  # the API layer fills it; we are below it
+                super().create_security_group_rule(admin, {"security_group_rule": body})
             except n_exc.Conflict:
                 pass
         LOG.info("isthmus: copied security group %s from central", sg_id)

@@ -23,21 +23,22 @@ def sync_network(services: Services, ctx: JobContext) -> None:
     try:
         central = services.central.get("networks", network_id)
         subnets = services.central.list("subnets", network_id=network_id) if central else []
-        ports = services.central.list("ports", network_id=network_id) if central else []
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
-    routings = services.registry.routings_of(network_id, "network")
+    if central is None:
+        # Deleted at central: look in every region, since a copy made by a mere
+        # lookup (no port bound there) has no routing.
+        regions = [p.region_name for p in services.registry.regional_pods()]
+    else:
+        regions = [r for r in (services.region_of_pod(x.pod_id)
+                               for x in services.registry.routings_of(network_id, "network")) if r]
     unreachable = []
-    for routing in routings:
-        region = services.region_of_pod(routing.pod_id)
-        if region is None:
-            continue
+    for region in regions:
         try:
             if central is None:
                 _remove_copy(services.neutron(region), network_id)
-                services.registry.forget(network_id, "network", routing.pod_id)
             else:
-                _converge(services.neutron(region), region, central, subnets, ports)
+                _converge(services.central, services.neutron(region), region, central, subnets)
         except Unavailable as err:
             LOG.warning("network %s: %s; will retry", network_id, err)
             unreachable.append(region)
@@ -45,9 +46,11 @@ def sync_network(services: Services, ctx: JobContext) -> None:
             raise PermanentFailure(f"{region}: {err}") from err
     if unreachable:
         raise RetryLater(f"regions unreachable: {', '.join(unreachable)}")
+    if central is None:
+        services.registry.forget(network_id, "network")
 
 
-def _converge(neutron: NeutronClient, region: str, central: dict, subnets: list[dict], ports: list[dict]) -> None:
+def _converge(top: NeutronClient, neutron: NeutronClient, region: str, central: dict, subnets: list[dict]) -> None:
     # A GET by id makes the local plugin copy a network it lost (drift repair).
     copy = neutron.get("networks", central["id"])
     if copy is None:
@@ -66,9 +69,17 @@ def _converge(neutron: NeutronClient, region: str, central: dict, subnets: list[
         if changes:
             LOG.info("subnet %s in %s: updating %s", subnet["id"], region, sorted(changes))
             neutron.update("subnets", subnet["id"], changes)
+    # Regional ports first, central's second: a port is created at central before
+    # its regional copy, so every regional port listed here is in central's list
+    # unless central deleted it. (The other order deletes ports being created.)
     regional_ports = neutron.list("ports", network_id=central["id"])
-    plan = plans.plan_ports(region, ports, regional_ports)
+    plan = plans.plan_ports(region, top.list("ports", network_id=central["id"]), regional_ports)
+    by_id = {p["id"]: p for p in regional_ports}
     for port_id in plan.delete:
+        # Deleting a regional compute port deletes it at central too (local
+        # plugin): do that only for a port central has already lost.
+        if plans.is_compute(by_id[port_id]) and top.get("ports", port_id) is not None:
+            continue
         LOG.info("network %s in %s: deleting port %s", central["id"], region, port_id)
         neutron.delete("ports", port_id)
     for body in plan.create_shadows:
