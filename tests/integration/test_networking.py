@@ -217,10 +217,10 @@ def test_network_hinted_to_one_region_stays_there(sandbox, central, admin):
         assert sandbox.connect("RegionOne").network.get_network(net.id).id == net.id
     finally:
         eventually(lambda: _delete_network(central, net.id), timeout=60)
-        eventually(lambda: _port_or_none_net(admin["RegionOne"], net.id) is None, what="copy removed")
+        eventually(lambda: _network_or_none(admin["RegionOne"], net.id) is None, what="copy removed")
 
 
-def _port_or_none_net(conn, network_id):
+def _network_or_none(conn, network_id):
     try:
         return conn.network.get_network(network_id)
     except os_exc.NotFoundException:
@@ -342,4 +342,83 @@ def test_deleting_ports_and_networks_reaches_every_copy(sandbox, central, admin)
     sandbox.connect(sandbox.regions[1]).compute.wait_for_delete(two, wait=120)
     eventually(lambda: _delete_network(central, net.id), timeout=60, what="network delete")
     for region in sandbox.regions:
-        eventually(lambda: _port_or_none_net(admin[region], net.id) is None, what=f"copy gone in {region}")
+        eventually(lambda: _network_or_none(admin[region], net.id) is None, what=f"copy gone in {region}")
+
+
+# ------------------------------------------------ outages, drift, worker crashes
+
+def _isthmus(sandbox, *args):
+    from tests.conftest import isthmus
+
+    return isthmus(*args[:2], "--state-dir", str(sandbox.state_dir), *args[2:])
+
+
+def test_a_region_down_blocks_nothing_else_and_loses_nothing(sandbox, central, admin, stretched):
+    net, subnet = stretched
+    one, two = sandbox.regions
+    conn_two = sandbox.connect(two)
+    server_two = conn_two.compute.wait_for_server(boot(conn_two, net.name, net.id), wait=240)
+    (port_two,) = list(admin[two].network.ports(device_id=server_two.id))
+    _isthmus(sandbox, "sandbox", "stop", f"neutron-{two}")
+    try:
+        # Central answers, and the other region boots on the same network.
+        central.network.update_network(net, description="while RegionTwo is down")
+        conn_one = sandbox.connect(one)
+        server_one = conn_one.compute.wait_for_server(boot(conn_one, net.name, net.id), wait=240)
+        assert server_one.status == "ACTIVE"
+        (port_one,) = list(admin[one].network.ports(device_id=server_one.id))
+        eventually(lambda: _port_or_none(admin[one], port_two.id), what=f"shadow of the {two} port in {one}")
+        eventually(lambda: admin[one].network.get_network(net.id).description == "while RegionTwo is down",
+                   what=f"update in {one}")
+    finally:
+        _isthmus(sandbox, "sandbox", "restart", f"neutron-{two}")
+    # The waiting jobs complete once the region is back; nothing was deleted there.
+    admin[two] = sandbox.connect(two, cloud="isthmus-admin")
+    eventually(lambda: (_network_or_none(admin[two], net.id) or net).description == "while RegionTwo is down",
+               timeout=180, what=f"update in {two} after it returned")
+    eventually(lambda: _port_or_none(admin[two], port_one.id), timeout=180, what=f"shadow in {two}")
+    assert admin[two].network.get_port(port_two.id).binding_host_id == f"{two.lower()}-compute"
+
+
+def test_drift_in_a_region_is_repaired_by_a_reconcile_job(sandbox, central, admin, stretched):
+    net, subnet = stretched
+    one = sandbox.regions[0]
+    conn = sandbox.connect(one)
+    conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
+    admin[one].network.update_network(net.id, description="changed out of band")
+    admin[one].network.update_subnet(subnet.id, dns_nameservers=["198.51.100.1"])
+    _isthmus(sandbox, "sandbox", "logs", "isthmus-xjob", "-n", "1")  # the worker is there
+    from isthmus.db import make_engine
+    from isthmus.jobs import JobStore
+    from isthmus.sandbox.layout import Layout
+
+    store = JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url))
+    store.enqueue("network_sync", net.id)  # as `openstack multiregion job create` does
+    eventually(lambda: admin[one].network.get_network(net.id).description == (net.description or ""),
+               what="description restored")
+    eventually(lambda: admin[one].network.get_subnet(subnet.id).dns_nameservers == [], what="dns restored")
+
+
+def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
+    net, _ = stretched
+    one, two = sandbox.regions
+    _isthmus(sandbox, "sandbox", "stop", "isthmus-xjob")
+    try:
+        servers = {}
+        for region in (one, two):
+            conn = sandbox.connect(region)
+            servers[region] = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
+        (port_two,) = list(admin[two].network.ports(device_id=servers[two].id))
+        time.sleep(3)
+        assert _port_or_none(admin[one], port_two.id) is None  # no worker, no shadow yet
+        from isthmus.db import make_engine
+        from isthmus.jobs import JobStatus, JobStore
+        from isthmus.sandbox.layout import Layout
+
+        job = JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).find("network_sync", net.id)
+        assert job is not None and job.status == JobStatus.NEW  # queued durably, waiting for a worker
+    finally:
+        _isthmus(sandbox, "sandbox", "restart", "isthmus-xjob")
+    shadow = eventually(lambda: _port_or_none(admin[one], port_two.id), what="shadow after restart")
+    assert shadow.device_owner == "compute:shadow"
+    assert len([p for p in admin[one].network.ports(network_id=net.id) if p.id == port_two.id]) == 1

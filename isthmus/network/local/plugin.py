@@ -335,6 +335,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             raise _unavailable(err) from err
         if central is None or not self._visible(context, central) or not _is_central_port(central.get("device_owner")):
             return False
+        if _bound_elsewhere(central, self.region):
+            return False  # it lives in another region; its copy here is a shadow, made by the reconciler
         try:
             self.get_network(context, central["network_id"], fields=["id"])
         except n_exc.NetworkNotFound:
@@ -460,6 +462,13 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 pass
         LOG.info("isthmus: copied security group %s from central", sg_id)
         return True
+
+
+def _bound_elsewhere(port: dict, region: str) -> bool:
+    profile = port.get(portbindings.PROFILE) or {}
+    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
+    where = report.get("region") if isinstance(report, dict) else None
+    return bool(port.get(portbindings.HOST_ID)) and where not in (None, region)
 
 
 def _binding_moved(before: dict, after: dict) -> bool:
