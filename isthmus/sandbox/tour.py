@@ -1,7 +1,9 @@
 """A short scripted tour of a running sandbox, printing each step as it goes.
 
-For now every region has its own Neutron, so the tour makes one network per region;
-once cross-region networking lands it becomes one network spanning the regions.
+With Isthmus networking (the default) it creates one network in CentralRegion,
+boots a server on it in every region, and shows that the regions share it: one
+UUID, one address pool, each region's copy of the other's port (its shadow).
+With ``--plain`` each region has its own network, as stock OpenStack does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ def _connect(layout: Layout, region: str, user: str = "demo"):
     )
 
 
+def _network(conn, cidr: str):
+    net = conn.network.find_network(NETWORK) or conn.network.create_network(name=NETWORK)
+    if not list(conn.network.subnets(network_id=net.id)):
+        conn.network.create_subnet(network_id=net.id, ip_version=4, cidr=cidr, name=f"{NETWORK}-v4")
+    return net
+
+
 def run(layout: Layout, keep: bool = False, out: TextIO = sys.stdout) -> int:
     def say(text: str) -> None:
         print(text, file=out, flush=True)
@@ -34,46 +43,87 @@ def run(layout: Layout, keep: bool = False, out: TextIO = sys.stdout) -> int:
         return 1
     admin = _connect(layout, CENTRAL_REGION, user="admin")
     say(f"Regions in the catalog: {', '.join(sorted(r.id for r in admin.identity.regions()))}")
+    shared = None
+    if not layout.plain:
+        shared = _network(_connect(layout, CENTRAL_REGION), "10.10.0.0/24")
+        say(f"\nnetwork {NETWORK} created once, in {CENTRAL_REGION}: {shared.id}")
     rows = []
     for index, region in enumerate(layout.regions):
         conn = _connect(layout, region)
         say(f"\n== {region} (availability zone {layout.availability_zone(region)})")
-        net = conn.network.find_network(NETWORK) or conn.network.create_network(name=NETWORK)
-        if not list(conn.network.subnets(network_id=net.id)):
-            conn.network.create_subnet(network_id=net.id, ip_version=4, cidr=f"10.{index + 10}.0.0/24", name=f"{NETWORK}-v4")
-        say(f"network {NETWORK}: {net.id}")
+        net = shared or _network(conn, f"10.{index + 10}.0.0/24")
+        if not shared:
+            say(f"network {NETWORK} (this region's own): {net.id}")
         image = conn.image.find_image(glance.TINY_IMAGE)
         flavor = conn.compute.find_flavor(nova.FLAVOR)
         name = f"tour-{region.lower()}"
         started = time.monotonic()
-        say(f"booting server {name} (image {image.name}, flavor {flavor.name}) ...")
+        say(f"booting server {name} on {net.id} (image {image.name}, flavor {flavor.name}) ...")
         server = conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[{"uuid": net.id}])
-        server = conn.compute.wait_for_server(server, wait=180)
+        server = conn.compute.wait_for_server(server, wait=240)
         # Binding attributes are admin-only: read the port as admin.
         port = next(iter(_connect(layout, region, user="admin").network.ports(device_id=server.id)))
         say(f"server {name} is {server.status} after {time.monotonic() - started:.1f}s; port {port.id} "
             f"status {port.status}, bound to {port.binding_host_id} ({port.binding_vif_type})")
         ip = ", ".join(a["addr"] for addrs in server.addresses.values() for a in addrs)
-        rows.append((region, name, server.status, server.availability_zone, ip, port.binding_host_id))
+        rows.append((region, name, server.status, server.availability_zone, ip, port.binding_host_id, port.id))
     say("\nServers:")
-    header = ("REGION", "SERVER", "STATUS", "AZ", "IP", "HOST")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        say("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    _table(say, ("REGION", "SERVER", "STATUS", "AZ", "IP", "HOST", "PORT"), rows)
+    if shared:
+        _show_sharing(layout, say, shared.id, rows)
     if not keep:
         say("\ncleaning up (use --keep to leave the servers and networks)")
         for region in layout.regions:
-            _cleanup(_connect(layout, region), f"tour-{region.lower()}")
+            _cleanup_servers(_connect(layout, region), f"tour-{region.lower()}")
+        _cleanup_network(_connect(layout, CENTRAL_REGION) if shared else None, layout, bool(shared))
     return 0
 
 
-def _cleanup(conn, server_name: str) -> None:
+def _show_sharing(layout: Layout, say, network_id: str, rows) -> None:
+    """Each region holds the network under the same UUID and a shadow of every
+    port bound elsewhere (made by isthmus-xjob, so wait for it)."""
+    say(f"\nThe network in each region (same UUID {network_id}):")
+    deadline = time.monotonic() + 120
+    for region in layout.regions:
+        conn = _connect(layout, region, user="admin")
+        copy = conn.network.get_network(network_id)
+        others = [r for r in rows if r[0] != region]
+        shadows = []
+        while time.monotonic() < deadline:
+            shadows = [p for p in conn.network.ports(network_id=network_id, device_owner="compute:shadow")]
+            if len(shadows) >= len(others):
+                break
+            time.sleep(1)
+        say(f"  {region}: segment {copy.provider_network_type}/{copy.provider_segmentation_id}; "
+            f"shadows of remote ports: " + (", ".join(f"{p.fixed_ips[0]['ip_address']} (on {p.binding_host_id})"
+                                                      for p in shadows) or "none yet"))
+
+
+def _table(say, header, rows) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        say("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+
+
+def _cleanup_servers(conn, server_name: str) -> None:
     server = conn.compute.find_server(server_name)
     if server:
         conn.compute.delete_server(server)
         conn.compute.wait_for_delete(server, wait=120)
-    net = conn.network.find_network(NETWORK)
-    if net:
-        for port in conn.network.ports(network_id=net.id, device_owner=""):
-            conn.network.delete_port(port)
-        conn.network.delete_network(net)
+
+
+def _cleanup_network(central, layout: Layout, shared: bool) -> None:
+    conns = [central] if shared else [_connect(layout, r) for r in layout.regions]
+    for conn in conns:
+        net = conn.network.find_network(NETWORK)
+        if not net:
+            continue
+        for port in conn.network.ports(network_id=net.id):
+            if not (port.device_owner or "").startswith("network:"):
+                conn.network.delete_port(port)
+        for _ in range(30):  # ports of deleted servers may still be going
+            try:
+                conn.network.delete_network(net)
+                break
+            except Exception:  # noqa: BLE001 - retried, then reported by the last attempt
+                time.sleep(1)

@@ -104,9 +104,12 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                     raise
                 return super().get_network(context, id, fields)
 
-    # Override: Nova validates --nic net-id with a list filtered by id.
+    # Override: Nova validates --nic net-id with a list filtered by id; clients
+    # (openstack server create --network NAME) look a network up by name.
     def get_networks(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
                      page_reverse=False):
+        if filters and filters.get("name") and not filters.get("id"):
+            self._copy_named_networks(context, filters["name"])
         if filters and filters.get("id"):
             admin = context.elevated()
             local = {n["id"] for n in super().get_networks(admin, filters={"id": filters["id"]}, fields=["id"])}
@@ -117,6 +120,20 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                     if not super().get_networks(admin, filters={"id": [network_id]}, fields=["id"]):
                         self._copy_network(context, network_id)
         return super().get_networks(context, filters, fields, sorts, limit, marker, page_reverse)
+
+    def _copy_named_networks(self, context, names: list[str]) -> None:
+        """Copy central networks of these names that the caller may use here."""
+        try:
+            found = [n for name in names for n in client().neutron.list("networks", name=name)]
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+        for network in found:
+            if not self._visible(context, network):
+                continue
+            local = super().get_networks(context.elevated(), filters={"id": [network["id"]]}, fields=["id"])
+            if not local:
+                with self._stripe(network["id"]):
+                    self._copy_network(context, network["id"])
 
     def _copy_network(self, context, network_id: str) -> bool:
         """Copy a central network (and its subnets) here; False if central has
