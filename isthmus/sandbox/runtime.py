@@ -47,6 +47,7 @@ def start_wsgi(
         "--keep-alive", "75",
         "--name", f"isthmus-{name}",
         "--error-logfile", "-",
+        "--access-logfile", "-",  # one line per request: what operators grep first
         f"isthmus.sandbox.wsgi:{factory}()",
     ]
     return process.start(
