@@ -179,11 +179,15 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     def get_subnets(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
                     page_reverse=False):
         if filters and filters.get("id"):
-            local = {s["id"] for s in super().get_subnets(context.elevated(), filters={"id": filters["id"]},
-                                                          fields=["id"])}
-            for subnet_id in set(filters["id"]) - local:
-                self._copy_subnet_by_id(context, subnet_id)
+            self._copy_missing(context, filters["id"], super().get_subnets, self._copy_subnet_by_id)
         return super().get_subnets(context, filters, fields, sorts, limit, marker, page_reverse)
+
+    @staticmethod
+    def _copy_missing(context, ids, list_local, copy) -> None:
+        """Copy the objects among ``ids`` this region does not have yet."""
+        local = {o["id"] for o in list_local(context.elevated(), filters={"id": ids}, fields=["id"])}
+        for object_id in sorted(set(ids) - local):
+            copy(context, object_id)
 
     def _copy_subnet_by_id(self, context, subnet_id: str) -> bool:
         try:
@@ -339,10 +343,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     def get_ports(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
                   page_reverse=False):
         if filters and filters.get("id"):
-            local = {p["id"] for p in super().get_ports(context.elevated(), filters={"id": filters["id"]},
-                                                        fields=["id"])}
-            for port_id in set(filters["id"]) - local:
-                self._copy_port(context, port_id)
+            self._copy_missing(context, filters["id"], super().get_ports, self._copy_port)
         return super().get_ports(context, filters, fields, sorts, limit, marker, page_reverse)
 
     def _copy_port(self, context, port_id: str) -> bool:
