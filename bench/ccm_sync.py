@@ -383,7 +383,7 @@ def measure_fleets(state_dir: Path, ids: dict[str, list[str]], nodes: int,
                 raise SystemExit(f"{fleet.mode.name}: only {done}/{nodes} nodes initialised")
         return results
     finally:
-        for fleet in fleets:
+        for fleet in reversed(fleets):  # kmock stacks a DNS interceptor per server: undo in reverse
             fleet.api.core.api_client.close()
             fleet.kube.close()
 
