@@ -36,7 +36,7 @@ if [ ! -x .venv/bin/python ]; then
   say "creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import isthmus, keystone, neutron, nova, placement, glance, pytest' 2>/dev/null \
+if ! .venv/bin/python -c 'import isthmus, keystone, neutron, nova, placement, glance, cinder, pytest' 2>/dev/null \
    || [ constraints.txt -nt .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
   say "installing Python packages (pinned by constraints.txt)"
   .venv/bin/pip install -q --upgrade pip
