@@ -16,9 +16,9 @@ Deliberate differences from the reference (tricircle.md §1.5, §7 B1-B4):
   ``region_name`` (Tricircle: 422).
 - A non-admin gets **403** everywhere (Tricircle: 401 for pods, 403 otherwise);
   no or an invalid token gets 401 with ``WWW-Authenticate``.
-- ``project_id`` (routing and job lists, and every single-object call) is
+- ``project_id`` (routing, binding and job lists, and every single-object call) is
   forced to the token's project only for callers that the
-  ``admin_api:{routings,jobs}:all_projects`` rules do not allow to see every
+  ``admin_api:{routings,bindings,jobs}:all_projects`` rules do not allow to see every
   project. By default only admins reach the API and they may, so an admin's
   ``?project_id=X`` filter is honoured and no filter means all projects
   (Tricircle always forced the caller's project, which left an admin unable to
@@ -31,6 +31,9 @@ Deliberate differences from the reference (tricircle.md §1.5, §7 B1-B4):
   reconcile central resources, which need not have a regional copy yet.
 - A list carries a ``next`` link only when a next page exists (Tricircle: on
   every full page).
+- Bindings (Trio2o's ``pod_binding``, trio2o.md §1.5): ``{"binding": {project_id,
+  pod_id}}``; the central pod, an unknown pod or a missing field is 400 (Trio2o:
+  422), a duplicate 409. Listed oldest first, the order the gateway tries them.
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ from oslo_context import context as oslo_context
 from oslo_policy import policy as oslo_policy
 
 from isthmus import jobs, registry
+from isthmus.registry.bindings import Bindings
 from isthmus.admin import faults
 from isthmus.admin.faults import ApiError, BadRequest, Forbidden, NotFound
-from isthmus.admin.policy import ADMIN_API, JOBS_ALL_PROJECTS, ROUTINGS_ALL_PROJECTS
+from isthmus.admin.policy import ADMIN_API, BINDINGS_ALL_PROJECTS, JOBS_ALL_PROJECTS, ROUTINGS_ALL_PROJECTS
 
 LOG = logging.getLogger(__name__)
 
@@ -62,6 +66,7 @@ VERSION_UPDATED = "2025-06-01T00:00:00Z"
 POD_FIELDS = ("region_name", "az_name", "pod_az_name", "dc_name")
 ROUTING_FIELDS = ("top_id", "bottom_id", "pod_id", "project_id", "resource_type")
 ROUTING_FILTERS = ("id", "top_id", "bottom_id", "pod_id", "project_id", "resource_type")
+BINDING_FIELDS = ("project_id", "pod_id")
 JOB_FIELDS = ("type", "project_id", "resource")
 JOB_FILTERS = ("type", "status", "project_id", "resource_id")
 PAGING = ("limit", "marker")
@@ -95,6 +100,7 @@ class AdminApi:
         max_limit: int = 1000,
     ) -> None:
         self.registry = pods
+        self.bindings = Bindings(pods.engine)
         self.store = store
         self.handlers = handlers
         self.enforcer = enforcer
@@ -119,6 +125,11 @@ class AdminApi:
                   GET=op("admin_api:routings:show", self.show_routing),
                   PUT=op("admin_api:routings:update", self.update_routing),
                   DELETE=op("admin_api:routings:delete", self.delete_routing)),
+            route("/v1.0/bindings", POST=op("admin_api:bindings:create", self.create_binding),
+                  GET=op("admin_api:bindings:list", self.list_bindings)),
+            route("/v1.0/bindings/(?P<binding_id>[^/]+)",
+                  GET=op("admin_api:bindings:show", self.show_binding),
+                  DELETE=op("admin_api:bindings:delete", self.delete_binding)),
             route("/v1.0/jobs/schemas", GET=op("admin_api:jobs:schemas", self.job_schemas)),
             route("/v1.0/jobs/detail", GET=op("admin_api:jobs:list", self.list_jobs_detail)),
             route("/v1.0/jobs", POST=op("admin_api:jobs:create", self.create_job),
@@ -207,7 +218,7 @@ class AdminApi:
         return 200, {"versions": [self._version_doc(req)]}
 
     def version(self, req: webob.Request) -> tuple[int, Body]:
-        return 200, {"version": self._version_doc(req, ("pods", "routings", "jobs"))}
+        return 200, {"version": self._version_doc(req, ("pods", "routings", "bindings", "jobs"))}
 
     # -- pods ----------------------------------------------------------------------
 
@@ -308,6 +319,54 @@ class AdminApi:
     def delete_routing(self, req: webob.Request, ctx: Any, routing_id: str) -> tuple[int, Body]:
         found = self._routing(ctx, routing_id)
         self.registry.delete_routing(found.id)
+        return 200, {}
+
+    # -- bindings ------------------------------------------------------------------
+
+    def _binding(self, ctx: Any, binding_id: str) -> registry.Binding:
+        try:
+            found = self.bindings.get(int(binding_id))
+        except ValueError:
+            raise NotFound(f"binding {binding_id} not found") from None
+        if not self._sees_project(ctx, BINDINGS_ALL_PROJECTS, found.project_id):
+            raise NotFound(f"binding {binding_id} not found")
+        return found
+
+    def create_binding(self, req: webob.Request, ctx: Any) -> tuple[int, Body]:
+        body = _body(req, "binding")
+        _known_fields(body, BINDING_FIELDS, "binding")
+        self._own_project_only(ctx, BINDINGS_ALL_PROJECTS, body.get("project_id"), "bind")
+        binding = self.bindings.create(body.get("project_id"), body.get("pod_id"))
+        LOG.info("binding %s created: project %s -> pod %s", binding.id, binding.project_id, binding.pod_id)
+        return 200, {"binding": binding.to_dict()}
+
+    def list_bindings(self, req: webob.Request, ctx: Any) -> tuple[int, Body]:
+        query = _query(req, BINDING_FIELDS)
+        project_id = query.get("project_id")
+        if not self._allowed(ctx, BINDINGS_ALL_PROJECTS):
+            project_id = ctx.project_id
+        limit = self._limit(query.get("limit"), registry.MAX_LIMIT)
+        marker = _integer("marker", query["marker"]) if "marker" in query else None
+
+        def page(size: int, after: int | None) -> list[registry.Binding]:
+            try:
+                return self.bindings.list(project_id, query.get("pod_id"), size, after)
+            except registry.NotFound:
+                raise BadRequest(f"marker: no binding {after}") from None
+
+        items = page(limit, marker)
+        body: Body = {"bindings": [b.to_dict() for b in items]}
+        if len(items) == limit and page(1, items[-1].id):
+            body["bindings_links"] = [self._next(req, "bindings", query, limit, items[-1].id)]
+        return 200, body
+
+    def show_binding(self, req: webob.Request, ctx: Any, binding_id: str) -> tuple[int, Body]:
+        return 200, {"binding": self._binding(ctx, binding_id).to_dict()}
+
+    def delete_binding(self, req: webob.Request, ctx: Any, binding_id: str) -> tuple[int, Body]:
+        found = self._binding(ctx, binding_id)
+        self.bindings.delete(found.id)
+        LOG.info("binding %s deleted: project %s -> pod %s", found.id, found.project_id, found.pod_id)
         return 200, {}
 
     # -- jobs ----------------------------------------------------------------------

@@ -7,7 +7,7 @@ policy_file``, YAML or JSON); ``oslopolicy-sample-generator --namespace
 isthmus-admin`` prints the defaults.
 
 The ``...:all_projects`` rules decide whether a caller sees and names other
-projects' routings and jobs. Admins may (the API is admin-only by default, and
+projects' routings, bindings and jobs. Admins may (the API is admin-only by default, and
 an admin listing only the routings of the ``admin`` project would be useless);
 anyone the operator lets in through a relaxed rule is confined to the project of
 their token, as Tricircle confined everyone.
@@ -21,6 +21,7 @@ from oslo_policy import policy
 ADMIN_API = "admin_api"
 ROUTINGS_ALL_PROJECTS = "admin_api:routings:all_projects"
 JOBS_ALL_PROJECTS = "admin_api:jobs:all_projects"
+BINDINGS_ALL_PROJECTS = "admin_api:bindings:all_projects"
 
 
 def _rule(name: str, description: str, method: str, path: str) -> policy.DocumentedRuleDefault:
@@ -42,6 +43,12 @@ RULES: list[policy.RuleDefault] = [
     _rule("admin_api:routings:delete", "Delete a routing.", "DELETE", "/v1.0/routings/{id}"),
     policy.RuleDefault(ROUTINGS_ALL_PROJECTS, f"rule:{ADMIN_API}",
                        description="See and name routings of any project (else only the token's project)."),
+    _rule("admin_api:bindings:create", "Bind a project to a regional pod.", "POST", "/v1.0/bindings"),
+    _rule("admin_api:bindings:list", "List project-to-pod bindings.", "GET", "/v1.0/bindings"),
+    _rule("admin_api:bindings:show", "Show a binding.", "GET", "/v1.0/bindings/{id}"),
+    _rule("admin_api:bindings:delete", "Delete a binding.", "DELETE", "/v1.0/bindings/{id}"),
+    policy.RuleDefault(BINDINGS_ALL_PROJECTS, f"rule:{ADMIN_API}",
+                       description="See and bind any project (else only the token's project)."),
     _rule("admin_api:jobs:schemas", "List job types and their resource keys.", "GET", "/v1.0/jobs/schemas"),
     _rule("admin_api:jobs:create", "Queue a job.", "POST", "/v1.0/jobs"),
     _rule("admin_api:jobs:list", "List jobs.", "GET", "/v1.0/jobs"),

@@ -146,7 +146,7 @@ def test_catalog_endpoint_and_version_discovery(admin):
     assert versions.status_code == 200
     assert versions.json()["versions"][0]["id"] == "v1.0"
     links = {link["rel"] for link in admin.ok("GET", "/v1.0", as_=None)["version"]["links"]}
-    assert links == {"self", "pods", "routings", "jobs"}
+    assert links == {"self", "pods", "routings", "bindings", "jobs"}
     assert "not allowed" in admin.error(admin.call("POST", "/v1.0", {}), 405)
 
 
@@ -159,7 +159,8 @@ def test_no_or_bad_token_is_401_with_where_to_authenticate(admin):
 @pytest.mark.parametrize("method,path", [
     ("GET", "/v1.0/pods"), ("POST", "/v1.0/pods"), ("GET", "/v1.0/pods/x"), ("DELETE", "/v1.0/pods/x"),
     ("GET", "/v1.0/routings"), ("POST", "/v1.0/routings"), ("GET", "/v1.0/routings/1"), ("PUT", "/v1.0/routings/1"),
-    ("DELETE", "/v1.0/routings/1"), ("GET", "/v1.0/jobs"), ("GET", "/v1.0/jobs/detail"),
+    ("DELETE", "/v1.0/routings/1"), ("GET", "/v1.0/bindings"), ("POST", "/v1.0/bindings"),
+    ("GET", "/v1.0/bindings/1"), ("DELETE", "/v1.0/bindings/1"), ("GET", "/v1.0/jobs"), ("GET", "/v1.0/jobs/detail"),
     ("GET", "/v1.0/jobs/schemas"), ("POST", "/v1.0/jobs"), ("GET", "/v1.0/jobs/x"), ("PUT", "/v1.0/jobs/x"),
     ("DELETE", "/v1.0/jobs/x"), ("GET", "/v1.0/unknown"),
 ])
@@ -243,6 +244,40 @@ def test_b4_routings_pages_filters_and_project(admin):
     for routing_id in ids:
         assert admin.ok("DELETE", f"/v1.0/routings/{routing_id}") == {}
     assert admin.error(admin.call("GET", f"/v1.0/routings/{ids[0]}"), 404) == f"routing {ids[0]} not found"
+
+
+# -- bindings (trio2o.md §12 item 6; 400 where Trio2o said 422) --------------------
+
+
+def test_bindings_validation_conflict_and_cli(admin):
+    pods = _pods(admin)
+    project = f"tenant-{uuid.uuid4().hex[:8]}"
+
+    def post(pod_id: str) -> requests.Response:
+        return admin.call("POST", "/v1.0/bindings", {"binding": {"project_id": project, "pod_id": pod_id}})
+
+    assert admin.error(post(pods["CentralRegion"]["pod_id"]), 400) == \
+        "pod_id: the central pod cannot be bound to a project"
+    assert admin.error(post("no-such-pod"), 400) == "pod_id: no pod no-such-pod"
+    resp = post(pods["RegionOne"]["pod_id"])
+    assert resp.status_code == 200, resp.text
+    binding = resp.json()["binding"]
+    assert admin.error(post(pods["RegionOne"]["pod_id"]), 409) == \
+        f"binding: project {project} is already bound to pod {pods['RegionOne']['pod_id']}"
+    assert admin.ok("GET", f"/v1.0/bindings/{binding['id']}") == {"binding": binding}
+
+    # The CLI names the pod by region name; lists are oldest first (the gateway's order).
+    made = json.loads(admin.cli("binding", "create", "--project", project, "--pod", "RegionTwo",
+                                "-f", "json").stdout)
+    assert (made["project_id"], made["pod_id"]) == (project, pods["RegionTwo"]["pod_id"])
+    listed = json.loads(admin.cli("binding", "list", "--project", project, "-f", "json").stdout)
+    assert [(b["ID"], b["Pod ID"]) for b in listed] == [
+        (binding["id"], pods["RegionOne"]["pod_id"]), (made["id"], pods["RegionTwo"]["pod_id"])]
+    admin.cli("binding", "delete", str(made["id"]))
+    assert admin.ok("GET", "/v1.0/bindings", params={"project_id": project}) == {"bindings": [binding]}
+    assert admin.ok("DELETE", f"/v1.0/bindings/{binding['id']}") == {}
+    assert admin.error(admin.call("DELETE", f"/v1.0/bindings/{binding['id']}"), 404) == \
+        f"binding {binding['id']} not found"
 
 
 # -- B2/B3 jobs --------------------------------------------------------------------

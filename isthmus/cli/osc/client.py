@@ -82,6 +82,21 @@ class Client:
     def delete_routing(self, routing_id: int | str) -> None:
         self.request("DELETE", f"/routings/{routing_id}")
 
+    # -- bindings ----------------------------------------------------------------
+    def create_binding(self, project_id: str, pod_id: str) -> dict[str, Any]:
+        return self.request("POST", "/bindings", {"binding": {"project_id": project_id, "pod_id": pod_id}})["binding"]
+
+    def list_bindings(self, filters: Mapping[str, Any] | None = None, limit: int | None = None,
+                      marker: int | None = None) -> list[dict[str, Any]]:
+        """One page if ``limit`` is given, else every page (following ``bindings_links``)."""
+        return self._collect("/bindings", "bindings", dict(filters or {}), limit, marker)
+
+    def get_binding(self, binding_id: int | str) -> dict[str, Any]:
+        return self.request("GET", f"/bindings/{binding_id}")["binding"]
+
+    def delete_binding(self, binding_id: int | str) -> None:
+        self.request("DELETE", f"/bindings/{binding_id}")
+
     # -- jobs --------------------------------------------------------------------
     def job_schemas(self) -> list[dict[str, Any]]:
         return self.request("GET", "/jobs/schemas")["schemas"]

@@ -84,6 +84,22 @@ def test_list_follows_next_links_unless_limited(session, api):
     assert [r["top_id"] for r in client.list_routings(limit=2, marker=4)] == ["t2", "t1"]
 
 
+def test_bindings(session, api):
+    client = Client(session, "http://admin.example:19999")
+    client.create_pod(region_name="CentralRegion")
+    pods = [client.create_pod(region_name=f"Region{n}", az_name=f"az{n}")["pod_id"] for n in range(3)]
+    made = [client.create_binding("p", pod) for pod in pods]
+    assert client.get_binding(made[1]["id"]) == made[1]
+    with pytest.raises(ApiError) as err:
+        client.create_binding("p", pods[0])
+    assert err.value.status == 409
+    api.max_limit = 2
+    assert client.list_bindings() == made
+    assert client.list_bindings({"pod_id": pods[2]}) == [made[2]]
+    client.delete_binding(made[0]["id"])
+    assert client.list_bindings(limit=1) == [made[1]]
+
+
 def _instance(region, catalog_urls, region_url=None):
     def get_endpoint(service_type, region_name=None, interface="public"):
         assert service_type == "multiregion"

@@ -10,6 +10,7 @@ PROTECTED = [
     ("GET", "/v1.0/pods"), ("POST", "/v1.0/pods"), ("GET", "/v1.0/pods/x"), ("DELETE", "/v1.0/pods/x"),
     ("GET", "/v1.0/routings"), ("POST", "/v1.0/routings"), ("GET", "/v1.0/routings/1"),
     ("PUT", "/v1.0/routings/1"), ("DELETE", "/v1.0/routings/1"),
+    ("GET", "/v1.0/bindings"), ("POST", "/v1.0/bindings"), ("GET", "/v1.0/bindings/1"), ("DELETE", "/v1.0/bindings/1"),
     ("GET", "/v1.0/jobs"), ("GET", "/v1.0/jobs/detail"), ("GET", "/v1.0/jobs/schemas"), ("POST", "/v1.0/jobs"),
     ("GET", "/v1.0/jobs/x"), ("PUT", "/v1.0/jobs/x"), ("DELETE", "/v1.0/jobs/x"),
     # unknown paths and methods too: a non-admin learns nothing
@@ -25,12 +26,13 @@ def test_versions_document_needs_no_token(client):
     assert version["links"] == [{"rel": "self", "href": "http://localhost/v1.0/"}]
 
 
-def test_v1_links_to_the_three_collections(client):
+def test_v1_links_to_the_four_collections(client):
     answer = client.get("/v1.0/", identity=None)
     assert answer.status == 200
     links = {link["rel"]: link["href"] for link in answer.body["version"]["links"]}
     assert links == {"self": "http://localhost/v1.0/", "pods": "http://localhost/v1.0/pods",
-                     "routings": "http://localhost/v1.0/routings", "jobs": "http://localhost/v1.0/jobs"}
+                     "routings": "http://localhost/v1.0/routings", "bindings": "http://localhost/v1.0/bindings",
+                     "jobs": "http://localhost/v1.0/jobs"}
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
