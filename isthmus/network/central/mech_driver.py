@@ -131,7 +131,10 @@ class CentralMechanismDriver(api.MechanismDriver):
         port = context.current
         routed = state().registry.routings_of(port["id"], "port")
         state().registry.forget(port["id"], "port")
-        if routed or _report(port):
+        # Also a user port that is not bound anywhere (a server's port Nova left
+        # unbound, or one never booted): regions may still hold copies of it.
+        user_port = not (port.get("device_owner") or "").startswith("network:")
+        if routed or _report(port) or user_port:
             self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} deleted")
             self._sync_security_groups(port["project_id"], f"port {port['id']} deleted")
 

@@ -57,7 +57,7 @@ class PortPlan:
 def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict]) -> PortPlan:
     """Regional ports of one network against central's.
 
-    * a compute port central no longer has was deleted at central: delete it;
+    * a user port (compute or unbound) central no longer has was deleted at central: delete it;
     * a shadow whose original is gone, moved here, or unbound: delete it;
     * an unbound stale copy of a port now bound in another region: delete it
       (the port moved; a shadow replaces it);
@@ -71,7 +71,10 @@ def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict
         if is_shadow(port):
             if original is None or bound_region(original) in (None, region) or _shadow_stale(port, original):
                 plan.delete.append(port["id"])
-        elif is_compute(port) and original is None:
+        elif original is None and not (port.get("device_owner") or "").startswith("network:"):
+            # A user port deleted at central. Not only compute ports: Nova leaves a
+            # port it did not create unbound (device_owner "") when its server goes,
+            # and that copy kept the port's security groups in use here (B29).
             plan.delete.append(port["id"])
         elif (original is not None and not port.get("binding:host_id") and not (port.get("device_owner") or "")
               .startswith("network:") and bound_region(original) not in (None, region)):
