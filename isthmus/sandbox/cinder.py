@@ -76,14 +76,8 @@ def wsgi_app():
 def start_api(layout: Layout, region: str) -> process.ServiceRecord:
     port = layout.region_port(region, "cinder")
     name = f"cinder-api-{region}"
-    argv = [
-        sys.executable, "-m", "gunicorn", "--no-control-socket", "--bind", f"127.0.0.1:{port}",
-        "--workers", "1", "--worker-class", "gthread", "--threads", "8", "--timeout", "300",
-        "--graceful-timeout", "5", "--keep-alive", "75", "--name", f"isthmus-{name}", "--error-logfile", "-",
-        "isthmus.sandbox.cinder:wsgi_app()",
-    ]
-    return process.start(name, argv, log=layout.logs / f"{name}.log", run_dir=layout.run,
-                         env={CONF_ENV: str(_conf(layout, region))}, port=port, url=layout.url(port, "/"))
+    return runtime.start_wsgi(layout, name, "isthmus.sandbox.cinder:wsgi_app", port,
+                              {CONF_ENV: str(_conf(layout, region))})
 
 
 def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:

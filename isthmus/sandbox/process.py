@@ -33,6 +33,8 @@ class ServiceRecord:
     log: str
     port: int | None = None
     url: str | None = None  # health URL, if the service speaks HTTP
+    log_offset: int = 0  # size of the log when this run started (logs are appended to)
+    ready_line: str | None = None  # what this run logs once it listens (gunicorn's "Listening at: URL")
 
     def save(self, run_dir: Path) -> None:
         (run_dir / f"{self.name}.json").write_text(json.dumps(dataclasses.asdict(self)))
@@ -93,11 +95,13 @@ def start(
     port: int | None = None,
     url: str | None = None,
     cwd: Path | None = None,
+    ready_line: str | None = None,
 ) -> ServiceRecord:
     """Start ``argv`` detached from us, output appended to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
     full_env.update(env or {})
+    offset = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             list(argv),
@@ -109,7 +113,8 @@ def start(
             start_new_session=True,
             close_fds=True,
         )
-    record = ServiceRecord(name=name, pid=proc.pid, log=str(log), port=port, url=url)
+    record = ServiceRecord(name=name, pid=proc.pid, log=str(log), port=port, url=url, log_offset=offset,
+                           ready_line=ready_line)
     record.save(run_dir)
     return record
 
@@ -155,6 +160,16 @@ def wait_until(
             where = f"; read {record.log}" if record else ""
             raise SandboxError(f"timed out after {timeout:.0f}s {what}{where}")
         time.sleep(interval)
+
+
+def logged_since_start(record: ServiceRecord, text: str) -> bool:
+    """Whether this run of the service (not an earlier one) wrote ``text`` to its log."""
+    try:
+        with open(record.log, "rb") as handle:
+            handle.seek(record.log_offset)
+            return text.encode() in handle.read()
+    except OSError:
+        return False
 
 
 def tail(path: str | Path, lines: int = 8) -> str:

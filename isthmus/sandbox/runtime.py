@@ -48,12 +48,16 @@ def start_wsgi(
         "--name", f"isthmus-{name}",
         "--error-logfile", "-",
         "--access-logfile", "-",  # one line per request: what operators grep first
-        f"isthmus.sandbox.wsgi:{factory}()",
+        f"{factory}()" if ":" in factory else f"isthmus.sandbox.wsgi:{factory}()",
     ]
     return process.start(
         name, argv, log=log, run_dir=layout.run, env=env,
-        port=port, url=layout.url(port, health_path),
+        port=port, url=layout.url(port, health_path), ready_line=gunicorn_ready_line(port),
     )
+
+
+def gunicorn_ready_line(port: int) -> str:
+    return f"Listening at: http://127.0.0.1:{port}"
 
 
 def start_daemon(layout: Layout, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> process.ServiceRecord:
@@ -61,8 +65,15 @@ def start_daemon(layout: Layout, name: str, argv: list[str], env: Mapping[str, s
 
 
 def wait_http(record: process.ServiceRecord, timeout: float = 600) -> float:
+    """Until the URL answers *and* (for gunicorn) our process says it listens on the
+    port: another process on a port we lost a race for must not pass for ours."""
     assert record.url
-    return process.wait_until(lambda: process.http_ok(record.url), f"waiting for {record.url}", timeout, record)
+
+    def ready() -> bool:
+        own = record.ready_line is None or process.logged_since_start(record, record.ready_line)
+        return own and process.http_ok(record.url)
+
+    return process.wait_until(ready, f"waiting for {record.url}", timeout, record)
 
 
 def retry(fn, what: str, timeout: float = 60, interval: float = 1.0):
