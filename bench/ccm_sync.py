@@ -111,37 +111,60 @@ def connect(state_dir: Path, region: str) -> Any:
 
 @contextmanager
 def fleet(state_dir: Path, per_region: int) -> Iterator[dict[str, list[str]]]:
-    """``per_region`` ACTIVE servers in each region; everything removed afterwards."""
+    """``per_region`` ACTIVE servers in each region; everything removed afterwards.
+
+    One network in CentralRegion with Isthmus networking (the sandbox default), one per
+    region on a ``--plain`` sandbox.
+    """
+    from isthmus.sandbox.layout import CENTRAL_REGION, Layout
+
+    layout = Layout.load(state_dir)
+    plain = bool(layout and layout.plain)
     tag = f"bench-ccm-{uuid.uuid4().hex[:6]}"
-    made: dict[str, tuple[Any, str, list[str]]] = {}
+    networks: list[tuple[str, str]] = []  # (region it was created in, id)
+    servers: dict[str, list[str]] = {region: [] for region in REGIONS}
     try:
-        booted = {}
-        for index, region in enumerate(REGIONS):
+        for index, region in enumerate(REGIONS if plain else (CENTRAL_REGION,)):
             conn = connect(state_dir, region)
             net = conn.network.create_network(name=tag)
-            made[region] = (conn, net.id, [])
+            networks.append((region, net.id))
             conn.network.create_subnet(network_id=net.id, ip_version=4, cidr=f"10.{170 + index}.0.0/24")
+        booted = []
+        for index, region in enumerate(REGIONS):
+            conn = connect(state_dir, region)
+            net_id = networks[index if plain else 0][1]
             image = conn.image.find_image("tiny", ignore_missing=False)
             flavor = conn.compute.find_flavor("m1.tiny", ignore_missing=False)
             for i in range(per_region):
                 server = conn.compute.create_server(name=f"{tag}-{region}-{i}", image_id=image.id,
-                                                    flavor_id=flavor.id, networks=[{"uuid": net.id}])
-                made[region][2].append(server.id)
-                booted[server.id] = (conn, server)
-        for conn, server in booted.values():
-            server = conn.compute.wait_for_server(server, wait=300)
-        yield {region: ids for region, (_, _, ids) in made.items()}
+                                                    flavor_id=flavor.id, networks=[{"uuid": net_id}])
+                servers[region].append(server.id)
+                booted.append((conn, server))
+        for conn, server in booted:
+            conn.compute.wait_for_server(server, wait=300)
+        yield servers
     finally:
-        for conn, net_id, ids in made.values():
+        for region, ids in servers.items():
+            conn = connect(state_dir, region)
             for server_id in ids:
                 conn.compute.delete_server(server_id, ignore_missing=True)
             for server_id in ids:
                 server = conn.compute.find_server(server_id, ignore_missing=True)
                 if server is not None:
                     conn.compute.wait_for_delete(server, wait=180)
+        for region, net_id in networks:
+            conn = connect(state_dir, region)
             for port in conn.network.ports(network_id=net_id):
-                conn.network.delete_port(port, ignore_missing=True)
-            conn.network.delete_network(net_id, ignore_missing=True)
+                if not (port.device_owner or "").startswith("network:"):
+                    conn.network.delete_port(port, ignore_missing=True)
+            for attempt in range(60):  # ports of deleted servers may still be going
+                try:
+                    conn.network.delete_network(net_id, ignore_missing=True)
+                    break
+                except Exception:  # noqa: BLE001 - retried; the last attempt reports
+                    if attempt == 59:
+                        raise
+                    time.sleep(1)
 
 
 def cloud_conf(state_dir: Path, regions: tuple[str, ...]) -> str:

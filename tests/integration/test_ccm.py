@@ -6,7 +6,7 @@ ones: ``kubernetes.client`` over HTTP to kmock, openstacksdk over one
 keystoneauth session built from a real ``cloud.conf`` (user ``demo``, as a
 CCM would run), and in one test the ``isthmus-ccm`` console script itself.
 
-Servers (booted once per module, removed afterwards with their network):
+Servers (booted once per module on one network, removed afterwards with it):
 
 ========  =========  ================================================
 short     region     role
@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +72,12 @@ class World:
 
 
 def write_cloud_confs(sandbox: Any, directory: Path) -> tuple[Path, Path]:
-    """cloud.conf files as an operator would write them for this Keystone."""
+    """cloud.conf files as an operator would write them for this Keystone.
+
+    The clouds.yaml variant uses its own clouds.yaml: the sandbox's lists
+    CentralRegion, whose compute endpoint is the Isthmus gateway (every
+    region's servers), which a CCM must not search.
+    """
     auth = yaml.safe_load(sandbox.clouds_yaml.read_text())["clouds"]["isthmus-demo"]["auth"]
     ini = directory / "cloud.conf"
     ini.write_text(
@@ -86,24 +92,51 @@ def write_cloud_confs(sandbox: Any, directory: Path) -> tuple[Path, Path]:
         "regions = RegionTwo\n"
         "\n[Metadata]\nrequest-timeout = 30s\n"
     )
+    clouds_yaml = directory / "clouds.yaml"
+    clouds_yaml.write_text(yaml.safe_dump({"clouds": {"k8s": {
+        "auth": auth, "identity_api_version": 3, "interface": "public",
+        "region_name": "RegionTwo",
+        # RegionTwo first (region_name), then RegionOne; a region with its own Keystone is skipped
+        "regions": ["RegionTwo", "RegionOne",
+                    {"name": "Elsewhere", "values": {"auth": {**auth, "auth_url": "http://192.0.2.1/v3"}}}],
+    }}}))
     clouds = directory / "cloud-clouds.conf"
-    clouds.write_text(f"[Global]\nuse-clouds = true\nclouds-file = {sandbox.clouds_yaml}\ncloud = isthmus-demo\n")
+    clouds.write_text(f"[Global]\nuse-clouds = true\nclouds-file = {clouds_yaml}\ncloud = k8s\n")
     return ini, clouds
 
 
-def _boot_all(sandbox: Any, tag: str, made: dict[str, list[Any]]) -> dict[tuple[str, str], Any]:
-    servers: dict[tuple[str, str], Any] = {}
-    for index, region in enumerate(REGIONS):
+def _networks(sandbox: Any, tag: str, made: dict[str, Any]) -> dict[str, str]:
+    """The network each region boots on.
+
+    With Isthmus networking (the sandbox default) one network is created in
+    CentralRegion and every region copies it on first use; a ``--plain``
+    sandbox has one network per region, as stock OpenStack.
+    """
+    from isthmus.sandbox.layout import CENTRAL_REGION, Layout
+
+    layout = Layout.load(sandbox.state_dir)
+    plain = bool(layout and layout.plain)
+    out = {}
+    for index, region in enumerate((*REGIONS,) if plain else (CENTRAL_REGION,)):
         conn = sandbox.connect(region)
         net = conn.network.create_network(name=f"{tag}-net")
-        made[region].append(("network", net.id))
+        made["networks"].append((region, net.id))
         conn.network.create_subnet(network_id=net.id, ip_version=4, cidr=f"10.{150 + index}.0.0/24")
+        out[region] = net.id
+    return out if plain else {region: out[CENTRAL_REGION] for region in REGIONS}
+
+
+def _boot_all(sandbox: Any, tag: str, made: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    networks = _networks(sandbox, tag, made)
+    servers: dict[tuple[str, str], Any] = {}
+    for region in REGIONS:
+        conn = sandbox.connect(region)
         image = conn.image.find_image("tiny", ignore_missing=False)
         flavor = conn.compute.find_flavor("m1.tiny", ignore_missing=False)
         for short in LAYOUT[region]:
             server = conn.compute.create_server(name=f"{tag}-{short}", image_id=image.id, flavor_id=flavor.id,
-                                                networks=[{"uuid": net.id}])
-            made[region].append(("server", server.id))
+                                                networks=[{"uuid": networks[region]}])
+            made["servers"].append((region, server.id))
             servers[region, short] = server
 
     def wait(item: tuple[tuple[str, str], Any]) -> tuple[tuple[str, str], Any]:
@@ -114,28 +147,33 @@ def _boot_all(sandbox: Any, tag: str, made: dict[str, list[Any]]) -> dict[tuple[
         return dict(pool.map(wait, servers.items()))
 
 
-def _cleanup(sandbox: Any, made: dict[str, list[Any]]) -> None:
-    for region, items in made.items():
+def _cleanup(sandbox: Any, made: dict[str, Any]) -> None:
+    for region, server_id in made["servers"]:
+        sandbox.connect(region).compute.delete_server(server_id, ignore_missing=True)
+    for region, server_id in made["servers"]:
         conn = sandbox.connect(region)
-        server_ids = [i for kind, i in items if kind == "server"]
-        for server_id in server_ids:
-            conn.compute.delete_server(server_id, ignore_missing=True)
-        for server_id in server_ids:
-            server = conn.compute.find_server(server_id, ignore_missing=True)
-            if server is not None:
-                conn.compute.wait_for_delete(server, wait=180)
-        for kind, net_id in items:
-            if kind != "network":
-                continue
-            for port in conn.network.ports(network_id=net_id):
+        server = conn.compute.find_server(server_id, ignore_missing=True)
+        if server is not None:
+            conn.compute.wait_for_delete(server, wait=180)
+    for region, net_id in made["networks"]:
+        conn = sandbox.connect(region)
+        for port in conn.network.ports(network_id=net_id):
+            if not (port.device_owner or "").startswith("network:"):
                 conn.network.delete_port(port, ignore_missing=True)
-            conn.network.delete_network(net_id, ignore_missing=True)
+        for attempt in range(60):  # ports of deleted servers may still be going
+            try:
+                conn.network.delete_network(net_id, ignore_missing=True)
+                break
+            except Exception:  # noqa: BLE001 - retried; the last attempt reports
+                if attempt == 59:
+                    raise
+                time.sleep(1)
 
 
 @pytest.fixture(scope="module")
 def world(sandbox: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tag = f"ccm-{uuid.uuid4().hex[:6]}"
-    made: dict[str, list[Any]] = {region: [] for region in REGIONS}
+    made: dict[str, Any] = {"servers": [], "networks": []}
     try:
         servers = _boot_all(sandbox, tag, made)
         for key, server in servers.items():
@@ -401,7 +439,6 @@ async def test_hung_region_two_costs_one_timeout_not_one_per_node(
     Without the per-region pause every RegionTwo node would cost a full
     request-timeout per pass, and RegionOne's nodes would wait behind them.
     """
-    import time
 
     from isthmus.ccm.controllers.lifecycle import LifecycleController
     from isthmus.ccm.controllers.node import NodeController
@@ -517,15 +554,16 @@ def test_lookup_cli(world: World) -> None:
 
 
 def test_lookup_cli_with_clouds_yaml(world: World) -> None:
-    """use-clouds: credentials and the region list come from clouds.yaml (openstacksdk's loader).
+    """use-clouds: credentials and regions from clouds.yaml, read by openstacksdk's loader.
 
-    The sandbox's clouds.yaml lists CentralRegion too, which has no Nova: a node
-    found in neither RegionOne nor RegionTwo is therefore an error naming
-    CentralRegion, never "not found" (which could delete a Node).
+    ``region_name`` RegionTwo leads the search, so the twin name resolves there; the
+    ``Elsewhere`` entry carries its own auth and is never searched.
     """
-    two = ccm_lookup("--cloud-config", str(world.clouds_conf), "--node-name", world.name("two"))
-    assert two.returncode == 0, two.stderr
-    assert json.loads(two.stdout)["region"] == "RegionTwo"
+    twin = ccm_lookup("--cloud-config", str(world.clouds_conf), "--node-name", world.name("twin"))
+    assert twin.returncode == 0, twin.stderr
+    assert json.loads(twin.stdout)["providerID"] == f"openstack://RegionTwo/{world.ids['RegionTwo', 'twin']}"
+    one = ccm_lookup("--cloud-config", str(world.clouds_conf), "--node-name", world.name("one"))
+    assert json.loads(one.stdout)["region"] == "RegionOne", one.stderr
     nowhere = ccm_lookup("--cloud-config", str(world.clouds_conf), "--node-name", world.name("nowhere"))
     assert nowhere.returncode == 1
-    assert "region CentralRegion: no compute endpoint" in nowhere.stderr, nowhere.stderr
+    assert "instance not found" in nowhere.stderr and "regions RegionTwo,RegionOne\n" in nowhere.stderr, nowhere.stderr
