@@ -499,3 +499,10 @@ def test_a_port_moves_between_regions_with_its_server(sandbox, central, admin, s
         conn.compute.delete_server(server)
         conn.compute.wait_for_delete(server, wait=120)
         eventually(lambda: not central_port(admin, port.id).binding_host_id, what=f"unbound after {region}")
+    from isthmus.db import make_engine
+    from isthmus.jobs import JobStatus, JobStore
+    from isthmus.sandbox.layout import Layout
+
+    store = JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url))
+    eventually(lambda: getattr(store.find("network_sync", net.id), "status", None) == JobStatus.SUCCESS,
+               what="network_sync SUCCESS")

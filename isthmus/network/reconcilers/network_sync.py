@@ -106,9 +106,11 @@ def _remove_subnet(neutron: NeutronClient, subnet: dict) -> None:
 
 def _remove_copy(neutron: NeutronClient, network_id: str) -> None:
     """Central deleted the network (it refused while user ports remained): remove
-    the copy with the ports only Isthmus put there (DHCP copies, shadows)."""
+    the copy with its ports (DHCP copies, shadows, copies of deleted user ports)."""
+    # Every port: central refuses the delete while user ports remain, so what is
+    # left here are copies of deleted ports, including unbound ones Nova left
+    # (device_owner ""), which would otherwise keep the network in use (409).
     for port in neutron.list("ports", network_id=network_id):
-        if plans.is_shadow(port) or (port.get("device_owner") or "").startswith("network:") or plans.is_compute(port):
-            neutron.delete("ports", port["id"])
+        neutron.delete("ports", port["id"])
     if neutron.delete("networks", network_id):
         LOG.info("network %s deleted at central: copy removed", network_id)
