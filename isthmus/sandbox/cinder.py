@@ -44,6 +44,12 @@ def write_config(layout: Layout, region: str) -> None:
             "api_paste_config": _dir(layout, region) / "api-paste.ini",
             # Which filters list calls accept (without it, even ?name= is refused).
             "resource_query_filters_file": runtime.VENV_ETC / "cinder" / "resource_filters.json",
+            # Like Nova's: tests and demos share one project; default quotas (10 volumes) stop them.
+            "quota_volumes": -1,
+            "quota_snapshots": -1,
+            "quota_gigabytes": -1,
+            "quota_backups": -1,
+            "quota_backup_gigabytes": -1,
             "debug": False,
         },
         BACKEND: {"volume_driver": DRIVER, "volume_backend_name": BACKEND},
