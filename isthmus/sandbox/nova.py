@@ -54,7 +54,10 @@ def write_config(layout: Layout, region: str) -> None:
         "neutron": client("neutron"),
         "glance": {"region_name": region, "valid_interfaces": "internal,public"},
         "cinder": {"os_region_name": region},
-        "scheduler": {"discover_hosts_in_cells_interval": 2},
+        # One worker each: with several, nova forks after building its Placement
+        # client, and the forked workers share (and garble) its HTTP connections.
+        "scheduler": {"discover_hosts_in_cells_interval": 2, "workers": 1},
+        "conductor": {"workers": 1},
         "vnc": {"enabled": False},
         "oslo_messaging_notifications": {"driver": "noop"},
         "oslo_concurrency": {"lock_path": state / "lock"},

@@ -106,9 +106,10 @@ def _table(say, header, rows) -> None:
 
 
 def _cleanup_servers(conn, server_name: str) -> None:
-    server = conn.compute.find_server(server_name)
-    if server:
+    servers = [s for s in conn.compute.servers(name=server_name) if s.name == server_name]
+    for server in servers:
         conn.compute.delete_server(server)
+    for server in servers:
         conn.compute.wait_for_delete(server, wait=120)
 
 
