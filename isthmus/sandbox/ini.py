@@ -30,10 +30,9 @@ def write(path: Path, sections: Sections) -> Path:
     return path
 
 
-def keystone_authtoken(auth_url: str, user: str, password: str, region: str) -> dict[str, Any]:
-    """The ``[keystone_authtoken]`` section every API service carries."""
+def _password_auth(auth_url: str, user: str, password: str, region: str) -> dict[str, Any]:
+    """keystoneauth password options of a service user in the ``service`` project."""
     return {
-        "www_authenticate_uri": auth_url,
         "auth_url": auth_url,
         "auth_type": "password",
         "username": user,
@@ -41,22 +40,17 @@ def keystone_authtoken(auth_url: str, user: str, password: str, region: str) -> 
         "project_name": "service",
         "user_domain_name": "Default",
         "project_domain_name": "Default",
-        # Without it keystonemiddleware may pick another region's identity endpoint.
+        # Without it a client may pick another region's endpoint (identity included).
         "region_name": region,
-        "service_token_roles_required": True,
     }
+
+
+def keystone_authtoken(auth_url: str, user: str, password: str, region: str) -> dict[str, Any]:
+    """The ``[keystone_authtoken]`` section every API service carries."""
+    return {"www_authenticate_uri": auth_url, **_password_auth(auth_url, user, password, region),
+            "service_token_roles_required": True}
 
 
 def service_client(auth_url: str, user: str, password: str, region: str) -> dict[str, Any]:
     """A client section (``[neutron]``, ``[placement]``, ...) that calls another service."""
-    return {
-        "auth_url": auth_url,
-        "auth_type": "password",
-        "username": user,
-        "password": password,
-        "project_name": "service",
-        "user_domain_name": "Default",
-        "project_domain_name": "Default",
-        "region_name": region,
-        "valid_interfaces": "internal,public",
-    }
+    return {**_password_auth(auth_url, user, password, region), "valid_interfaces": "internal,public"}
