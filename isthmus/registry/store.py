@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine, RowMapping
 from isthmus.db import read_tx, retry_transient, write_tx
 from isthmus.registry import schema
 from isthmus.registry.errors import Conflict, Invalid, NotFound, UnknownAvailabilityZone
-from isthmus.registry.models import RESOURCE_TYPES, Binding, Pod, Routing
+from isthmus.registry.models import RESOURCE_TYPES, Pod, Routing
 
 ROUTING_FILTERS = ("id", "top_id", "bottom_id", "pod_id", "project_id", "resource_type")
 MAX_LIMIT = 2000

@@ -7,7 +7,6 @@ they get a real server; everything else in the sandbox stays on SQLite.
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
