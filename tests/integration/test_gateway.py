@@ -257,8 +257,10 @@ def test_19_21_23_merged_sorted_paginated_with_gateway_links(gw):
     everything = gw.call("GET", "/servers/detail").json()["servers"]
     mine = [s for s in everything if s["name"].startswith(tag)]
     assert sorted(s["id"] for s in mine) == sorted(ids)  # each once
-    keys = [(s["created"], s["id"]) for s in everything]
-    assert keys == sorted(keys, reverse=True)
+    # Newest first. Within one displayed second the order is each region's own: Nova
+    # sorts by microseconds the API does not show, so (created, id) is no total order.
+    created = [s["created"] for s in everything]
+    assert created == sorted(created, reverse=True)
     assert {s["OS-EXT-AZ:availability_zone"] for s in mine} == {"az1", "az2"}
     for s in mine:
         assert all(l["href"].startswith(gw.url + "/compute/") for l in s["links"])
