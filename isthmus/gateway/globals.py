@@ -181,14 +181,7 @@ async def enforce_quota(gateway, call, server: dict) -> None:
     replies = await asyncio.gather(*(gateway._forward(call, r, "GET", call.rel_for("os-quota-sets", project, "detail"),
                                                       body=b"", query="", timeout=gateway.settings.list_timeout)
                                      for r in regions), return_exceptions=True)
-    used = dict.fromkeys(watched, 0)
-    for reply in replies:
-        if isinstance(reply, BaseException) or reply.status != 200:
-            raise Fault(503, "Quota usage cannot be counted: a region is unavailable.")
-        detail = (reply.json() or {}).get("quota_set") or {}
-        for key in used:
-            entry = detail.get(key) or {}
-            used[key] += int(entry.get("in_use") or 0) + int(entry.get("reserved") or 0)
+    used = _usage_across_regions(replies, watched)
     for key, limit in watched.items():
         if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
             raise Fault(403, f"Quota exceeded for {key}: Requested {wanted[key]}, but already used {used[key]} "
@@ -267,6 +260,18 @@ async def enforce_volume_quota(gateway, call, volume: dict) -> None:
                                                       body=b"", query="usage=True",
                                                       timeout=gateway.settings.list_timeout)
                                      for r in regions), return_exceptions=True)
+    used = _usage_across_regions(replies, watched)
+    for key, limit in watched.items():
+        if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
+            raise Fault(413, f"VolumeLimitExceeded: Maximum number of {key} allowed ({limit}) exceeded "
+                        f"across regions (in use {used[key]}, requested {wanted[key]}).")
+
+
+def _usage_across_regions(replies, watched) -> dict[str, int]:
+    """In-use plus reserved of each watched quota, summed over every region's
+    quota detail; a region that did not answer makes the count impossible (503)."""
+    from isthmus.gateway.faults import Fault  # imported late, as the callers do
+
     used = dict.fromkeys(watched, 0)
     for reply in replies:
         if isinstance(reply, BaseException) or reply.status != 200:
@@ -275,7 +280,4 @@ async def enforce_volume_quota(gateway, call, volume: dict) -> None:
         for key in used:
             entry = detail.get(key) or {}
             used[key] += int(entry.get("in_use") or 0) + int(entry.get("reserved") or 0)
-    for key, limit in watched.items():
-        if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
-            raise Fault(413, f"VolumeLimitExceeded: Maximum number of {key} allowed ({limit}) exceeded "
-                        f"across regions (in use {used[key]}, requested {wanted[key]}).")
+    return used
