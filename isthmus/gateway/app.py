@@ -173,7 +173,7 @@ class Gateway:
     # --- versions --------------------------------------------------------------------
     async def supported(self, api: Api) -> microversion.Range:
         """The intersection of every region's range (cached like the catalog)."""
-        at, ranges = self._ranges.get(api.name, (0.0, {}))
+        at, ranges = self._ranges.get(api.name, (float("-inf"), {}))
         if time.monotonic() - at > self.settings.catalog_ttl or not ranges:
             ranges = dict(ranges)
             endpoints = await self.catalog.endpoints(api.name)
@@ -189,7 +189,7 @@ class Gateway:
                     LOG.warning("microversions of %s in %s: %s (keeping last known)", api.name, region, err)
 
             await asyncio.gather(*(probe(r, ep.root) for r, ep in endpoints.items()))
-            self._ranges[api.name] = (time.monotonic() if ranges else 0.0, ranges)
+            self._ranges[api.name] = (time.monotonic() if ranges else float("-inf"), ranges)
         default = microversion.Range(api.mv.default, api.mv.default)
         return microversion.intersect(ranges.values()) or default
 
@@ -457,11 +457,10 @@ class Gateway:
         scope = (call.api.name, spec.kind, call.identity.project_id, call.identity.is_admin, call.project,
                  tuple(sorted(base_pairs)))
         start: dict[str, str | None] = {r: None for r in regions}
-        after = None
+        cursor = None
         if marker:
             cursor = self.cursors.get(scope, marker) or await self._cursor_for(call, spec, marker, key)
             start.update({r: m for r, m in cursor.markers.items() if r in start})
-            after = cursor.after
         down: list[str] = []
         client_error: list[Reply] = []
 
@@ -480,7 +479,7 @@ class Gateway:
                     down.append(region)
                     return [], False
                 if reply.status == 400 and region_marker:
-                    return await fetch(None, n)  # the region lost our cursor: the sort-key filter recovers
+                    raise listing.MarkerLost(region_marker)
                 if 400 <= reply.status < 500:
                     client_error.append(reply)
                     return [], False
@@ -495,7 +494,9 @@ class Gateway:
             return fetch
 
         streams = [listing.RegionStream(r, fetcher(r), page_size=min(limit + 1, self.settings.max_limit),
-                                        marker=start[r], after=after, key=key) for r in regions]
+                                        marker=start[r], after=cursor.after if cursor else None, key=key,
+                                        exact=cursor.stream_is_exact(r) if cursor else True)
+                   for r in regions]
         await asyncio.gather(*(s.prime() for s in streams))
         page, more = await listing.merge(streams, key, limit)
         if client_error:
@@ -545,7 +546,7 @@ class Gateway:
         if reply.status != 200:
             raise Fault(400, f"marker [{marker}] not found")
         item = (reply.json() or {}).get(spec.singular) or {}
-        return listing.Cursor({region: marker}, key(item))
+        return listing.Cursor({region: marker}, key(item), exact=False)
 
     # --- local resources ------------------------------------------------------------------
     async def _availability_zones(self, call: Call) -> web.Response:

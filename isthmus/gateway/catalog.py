@@ -61,7 +61,7 @@ class Catalog:
         self._interface = interface
         self._exclude = exclude
         self._ttl = ttl
-        self._loaded_at = 0.0
+        self._loaded_at = float("-inf")  # never (monotonic time may start near 0 after boot)
         self._endpoints: dict[str, dict[str, Endpoint]] = {}
         self._lock = asyncio.Lock()
 
@@ -93,7 +93,7 @@ class Catalog:
         At most once per ``min_age`` seconds: a region that stays down must not turn
         every request into a Keystone round trip."""
         if time.monotonic() - self._loaded_at >= min_age:
-            self._loaded_at = 0.0
+            self._loaded_at = float("-inf")
 
     def all_roots(self) -> list[str]:
         return [ep.root for eps in self._endpoints.values() for ep in eps.values()]

@@ -7,9 +7,12 @@ A page ends with item M (the ``marker`` of the next page). To continue after M,
 every region must resume where *it* left off: the region that owns M resumes
 after M, another region resumes after the last of its items that was shown.
 Those per-region cursors are remembered per (query, marker) for the pages this
-process served. For a marker it has not seen (another gateway process, a marker
-typed by hand) it reads M's sort values from its region and skips, in every
-other region, the items that sort before it: always correct, just slower.
+process served, and resuming from them repeats the merge exactly, even where a
+region's order is finer than what its bodies show (Nova orders by created_at with
+microseconds and shows whole seconds). For a marker it has not seen (another
+gateway process, a marker typed by hand) it reads M's sort values from its region
+and skips, in every other region, the items that sort before it: correct up to
+such hidden ties, and slower.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ Item = dict[str, Any]
 
 class InvalidSort(ValueError):
     """A sort_key/sort_dir/sort parameter the gateway cannot honour (400)."""
+
+
+class MarkerLost(Exception):
+    """A region no longer knows the native marker a stream resumes from (deleted since)."""
 
 
 @dataclass(frozen=True)
@@ -179,8 +186,11 @@ Fetch = Callable[[str | None, int], Awaitable[tuple[list[Item], bool]]]
 
 @dataclass
 class RegionStream:
-    """One region's items in order, fetched a page at a time, skipping what sorts
-    at or before ``after`` (the global marker's key)."""
+    """One region's items in its own order, fetched a page at a time.
+
+    A stream resumes from ``marker``. When that is exactly where this region stopped
+    on the previous page (``exact``), the merge simply goes on. Otherwise it skips
+    what sorts at or before ``after`` (the global marker's key)."""
 
     region: str
     fetch: Fetch
@@ -188,6 +198,7 @@ class RegionStream:
     marker: str | None = None  # region-native marker to resume from
     after: tuple | None = None
     key: Callable[[Item], tuple] = field(default=lambda item: ())
+    exact: bool = False
     _buffer: list[Item] = field(default_factory=list)
     _more: bool = True
 
@@ -196,11 +207,15 @@ class RegionStream:
 
     async def _fill(self) -> None:
         while not self._buffer and self._more:
-            items, more = await self.fetch(self.marker, self.page_size)
+            try:
+                items, more = await self.fetch(self.marker, self.page_size)
+            except MarkerLost:
+                self.marker, self.exact = None, False  # from the start; the key filter recovers
+                continue
             self._more = more and bool(items)
             if items:
                 self.marker = items[-1]["id"]
-            if self.after is not None:
+            if self.after is not None and not self.exact:
                 items = [i for i in items if self.after < self.key(i)]
             self._buffer = items
 
@@ -242,6 +257,10 @@ class Cursor:
 
     markers: Mapping[str, str | None]  # region -> native marker (None: from the start)
     after: tuple  # sort key of the global marker
+    exact: bool = True  # markers say where every region stopped (a page this process served)
+
+    def stream_is_exact(self, region: str) -> bool:
+        return self.exact or self.markers.get(region) is not None
 
 
 class CursorCache:

@@ -30,7 +30,7 @@ class Router:
         self.central_region = central_region
         self._master = master_region
         self._pods: list[Pod] = []
-        self._pods_at = 0.0
+        self._pods_at = float("-inf")  # never (monotonic time may start near 0 after boot)
         self._pods_ttl = pods_ttl
         self._cache: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._cache_size = cache_size

@@ -28,7 +28,7 @@ class CentralState:
         create_job_schema(engine)
         self.registry = reg.Registry(engine)
         self.jobs = JobStore(engine)
-        self._pods: tuple[float, list[reg.Pod]] = (0.0, [])
+        self._pods: tuple[float, list[reg.Pod]] = (float("-inf"), [])
         self._lock = threading.Lock()
 
     def pods(self) -> list[reg.Pod]:

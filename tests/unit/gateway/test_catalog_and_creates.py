@@ -45,6 +45,14 @@ async def test_catalog_reloads_after_invalidate_without_restart():
     assert len(loads) == 2
 
 
+@pytest.mark.asyncio
+async def test_catalog_loads_on_first_use_right_after_boot(monkeypatch):
+    # time.monotonic() counts from boot: on a machine up for a minute it is below the TTL.
+    monkeypatch.setattr("isthmus.gateway.catalog.time.monotonic", lambda: 60.0)
+    catalog = Catalog(lambda refresh: ({"compute": [ep("R1", "http://a/v2.1")]}, None), "public", set(), ttl=300)
+    assert (await catalog.endpoint("compute", "R1")).url == "http://a/v2.1"
+
+
 def test_version_range_from_documents():
     nova = {"versions": [{"id": "v2.0", "version": ""}, {"id": "v2.1", "version": "2.96", "min_version": "2.1"}]}
     cinder = {"versions": [{"id": "v3.0", "version": "3.71", "min_version": "3.0"}]}

@@ -26,11 +26,13 @@ def region_fetch(items, spec, calls=None):
     return fetch
 
 
-async def page_through(regions, spec, limit, cache=None, use_cache=True):
+async def page_through(regions, spec, limit, cache=None, use_cache=True, fetcher=None):
     key = listing.sort_key(spec)
-    out, start, after, pages = [], {r: None for r in regions}, None, 0
+    fetcher = fetcher or (lambda items: region_fetch(items, spec))
+    out, start, cursor, pages = [], {r: None for r in regions}, None, 0
     while True:
-        streams = [listing.RegionStream(r, region_fetch(items, spec), limit + 1, start[r], after, key)
+        streams = [listing.RegionStream(r, fetcher(items), limit + 1, start[r], cursor.after if cursor else None,
+                                        key, exact=cursor.stream_is_exact(r) if cursor else True)
                    for r, items in regions.items()]
         await asyncio.gather(*(s.prime() for s in streams))
         page, more = await listing.merge(streams, key, limit)
@@ -40,11 +42,11 @@ async def page_through(regions, spec, limit, cache=None, use_cache=True):
             return out, pages
         cursor = listing.next_cursor(page, start, key)
         if use_cache:
-            start, after = dict(cursor.markers), cursor.after
+            start = dict(cursor.markers)
         else:  # what a cold process does: marker's owner resumes natively, others filter
             owner = page[-1][0]
             start = {r: (page[-1][1]["id"] if r == owner else None) for r in regions}
-            after = cursor.after
+            cursor = listing.Cursor(start, cursor.after, exact=False)
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
@@ -117,3 +119,46 @@ def test_regions_are_asked_for_the_merge_order():
     assert listing.nova_params(listing.nova_sort({})) == [
         ("sort_key", "created_at"), ("sort_dir", "desc"), ("sort_key", "uuid"), ("sort_dir", "desc")]
     assert listing.cinder_params(listing.cinder_sort({"sort": ["name:asc"]})) == [("sort", "name:asc,id:asc")]
+
+
+def hidden_order_fetch(items):
+    """A region that orders by something the body does not show (Nova's microseconds)."""
+    async def fetch(marker, n):
+        start = 0
+        if marker:
+            start = next(i for i, it in enumerate(items) if it["id"] == marker) + 1
+        return items[start:start + n], start + n < len(items)
+    return fetch
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+def test_cached_pages_repeat_the_merge_where_regions_order_by_hidden_values(limit):
+    # Same displayed second everywhere; each region's own order disagrees with the ids.
+    stamp = "2024-01-01T00:00:05Z"
+    regions = {"A": [{"id": i, "created": stamp} for i in ("a1", "a9", "a4", "a7")],
+               "B": [{"id": i, "created": stamp} for i in ("b2", "b8", "b3")]}
+    spec = listing.NOVA_DEFAULT
+    whole, _ = asyncio.run(page_through(regions, spec, 100, fetcher=hidden_order_fetch))
+    paged, _ = asyncio.run(page_through(regions, spec, limit, fetcher=hidden_order_fetch))
+    assert paged == whole and sorted(whole) == sorted(i["id"] for r in regions.values() for i in r)
+
+
+def test_a_lost_region_marker_restarts_that_region_behind_the_key_filter():
+    spec = listing.DEFAULT
+    key = listing.sort_key(spec)
+    items = servers("a", 6)
+    ordered = sorted(items, key=key)
+    plain = region_fetch(items, spec)
+
+    async def fetch(marker, n):
+        if marker == "gone":
+            raise listing.MarkerLost(marker)
+        return await plain(marker, n)
+    stream = listing.RegionStream("A", fetch, 10, marker="gone", after=key(ordered[2]), key=key, exact=True)
+
+    async def drain():
+        out = []
+        while (head := await stream.head()) is not None:
+            out.append(stream.pop()["id"])
+        return out
+    assert asyncio.run(drain()) == [i["id"] for i in ordered[3:]]
