@@ -39,12 +39,19 @@ class NeutronClient:
         self.region = region
 
     def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict | None:
-        try:
-            resp = self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False)
-        except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
-            raise Unavailable(f"{self.region} Neutron unreachable: {err}") from err
+        """The response body; None for a 404."""
+        resp = self._send(method, path, body, params)
         if resp.status_code == 404:
             return None
+        return self._body(resp)
+
+    def _send(self, method: str, path: str, body: dict | None, params: dict | None):
+        try:
+            return self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False)
+        except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
+            raise Unavailable(f"{self.region} Neutron unreachable: {err}") from err
+
+    def _body(self, resp) -> dict:
         if resp.status_code >= 500:
             raise Unavailable(f"{self.region} Neutron answered {resp.status_code}: {resp.text[:300]}")
         if resp.status_code >= 400:
@@ -61,10 +68,10 @@ class NeutronClient:
 
     def create(self, collection: str, obj: dict) -> dict:
         key = singular(collection)
-        body = self.call("POST", collection, {key: obj})
-        if body is None:  # e.g. the network named in the body does not exist there
-            raise Rejected(404, f"{self.region} Neutron: not found")
-        return body[key]
+        resp = self._send("POST", collection, {key: obj}, None)
+        if resp.status_code == 404:  # something the body names (network, group) does not exist there
+            raise Rejected(404, f"{self.region} Neutron: {_message(resp)}")
+        return self._body(resp)[key]
 
     def update(self, collection: str, obj_id: str, changes: dict) -> dict | None:
         key = singular(collection)

@@ -3,20 +3,62 @@
 The sandbox's compute hosts run Nova's fake virt driver and no Open vSwitch agent,
 so stock ML2 leaves their ports ``binding_failed`` and boots fail. This driver binds
 every normal-vNIC port that names a host, as an OVS agent would, and reports it
-ACTIVE. It uses only neutron-lib's public MechanismDriver API. Never load it in a
-real cloud: it claims ports were wired when nothing was wired.
+ACTIVE. It also keeps an OVS agent row for the region's compute host (with a
+made-up tunnel IP), heartbeating as the agent would, so that what reads agents
+(the local plugin's binding report, shadow agents in other regions) sees what a
+real region shows. It uses only neutron-lib's public MechanismDriver API and the
+plugin's agents API. Never load it in a real cloud: it claims ports were wired
+when nothing was wired.
 """
 
 from __future__ import annotations
 
-from neutron_lib.api.definitions import portbindings
+import logging
+import threading
+
 from neutron_lib import constants
+from neutron_lib import context as n_context
+from neutron_lib.api.definitions import portbindings
+from neutron_lib.plugins import directory
 from neutron_lib.plugins.ml2 import api
+from oslo_config import cfg
+
+LOG = logging.getLogger(__name__)
+GROUP = "isthmus_sandbox"
+OPTS = [
+    cfg.StrOpt("agent_host", default="", help="Compute host whose OVS agent row this driver keeps alive."),
+    cfg.StrOpt("agent_tunnel_ip", default="", help="The tunnel IP that agent reports."),
+    cfg.FloatOpt("agent_report_interval", default=30.0, help="Seconds between heartbeats."),
+]
 
 
 class SandboxBinderDriver(api.MechanismDriver):
     def initialize(self) -> None:
-        pass
+        cfg.CONF.register_opts(OPTS, group=GROUP)
+        conf = cfg.CONF[GROUP]
+        if conf.agent_host and conf.agent_tunnel_ip:
+            threading.Thread(target=self._heartbeat, args=(conf.agent_host, conf.agent_tunnel_ip,
+                                                           conf.agent_report_interval),
+                             name="sandbox-agent", daemon=True).start()
+
+    @staticmethod
+    def _heartbeat(host: str, tunnel_ip: str, interval: float) -> None:
+        stop = threading.Event()
+        first = True
+        while not stop.wait(1.0 if first else interval):
+            plugin = directory.get_plugin()
+            if plugin is None:
+                continue  # the plugin is still loading
+            try:
+                plugin.create_or_update_agent(n_context.get_admin_context(), {
+                    "agent_type": constants.AGENT_TYPE_OVS, "binary": "neutron-openvswitch-agent",
+                    "host": host, "topic": "N/A", "start_flag": first,
+                    "configurations": {"tunneling_ip": tunnel_ip, "tunnel_types": ["vxlan"],
+                                       "l2_population": True, "sandbox": True},
+                })
+                first = False
+            except Exception as err:  # noqa: BLE001 - a heartbeat retries, as an agent would
+                LOG.warning("sandbox agent heartbeat for %s failed: %s", host, err)
 
     def bind_port(self, context: api.PortContext) -> None:
         if context.current.get(portbindings.VNIC_TYPE, portbindings.VNIC_NORMAL) != portbindings.VNIC_NORMAL:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox.nova import compute_host
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
 
@@ -57,7 +58,17 @@ def write_config(layout: Layout, region: str) -> None:
         "ml2_type_flat": {"flat_networks": "*"},
         "ml2_type_vlan": {"network_vlan_ranges": "physnet1:100:2999"},
         "securitygroup": {"enable_security_group": True},
+        **_sandbox_agent(layout, region),
     })
+
+
+def _sandbox_agent(layout: Layout, region: str) -> dict:
+    """The OVS agent row the sandbox binder keeps for the region's compute host
+    (see ml2_binder); a made-up tunnel IP, one per region."""
+    if region == CENTRAL_REGION or not layout.compute:
+        return {}
+    index = layout.regions.index(region) + 1
+    return {"isthmus_sandbox": {"agent_host": compute_host(region), "agent_tunnel_ip": f"192.0.2.{index}"}}
 
 
 def _plugins(layout: Layout, region: str) -> tuple[str, str, dict]:

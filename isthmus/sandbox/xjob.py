@@ -24,6 +24,14 @@ def write_config(layout: Layout) -> Path:
     })
 
 
+def config_dir(layout: Layout) -> Path:
+    """Operator overrides (``*.conf``), read after xjob.conf, kept across restarts
+    (``isthmus sandbox restart isthmus-xjob`` rewrites xjob.conf only)."""
+    return layout.etc / "isthmus" / "xjob.conf.d"
+
+
 def start(layout: Layout) -> process.ServiceRecord:
     conf = write_config(layout)
-    return runtime.start_daemon(layout, "isthmus-xjob", [runtime.tool("isthmus-xjob"), "--config-file", str(conf)])
+    config_dir(layout).mkdir(parents=True, exist_ok=True)
+    return runtime.start_daemon(layout, "isthmus-xjob", [runtime.tool("isthmus-xjob"), "--config-file", str(conf),
+                                                         "--config-dir", str(config_dir(layout))])

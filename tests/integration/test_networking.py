@@ -171,6 +171,13 @@ def test_servers_in_two_regions_share_one_network(sandbox, central, admin, stret
             assert shadow.device_owner == "compute:shadow"
             assert (shadow.mac_address, shadow.fixed_ips) == (remote.mac_address, remote.fixed_ips)
             assert shadow.binding_host_id == f"{other.lower()}-compute"
+            # B16: the remote host has a (shadow) OVS agent here with its real tunnel IP.
+            remote_agent = next(a for a in admin[other].network.agents(host=f"{other.lower()}-compute")
+                                if a.agent_type == "Open vSwitch agent")
+            (shadow_agent,) = [a for a in admin[region].network.agents(host=f"{other.lower()}-compute")
+                               if a.agent_type == "Open vSwitch agent"]
+            assert shadow_agent.configuration["tunneling_ip"] == remote_agent.configuration["tunneling_ip"]
+            assert shadow_agent.configuration["isthmus_shadow_of"] == other
 
 
 def _port_or_none(conn, port_id):
@@ -306,6 +313,15 @@ def test_security_group_rules_follow_central_with_remote_group_members(sandbox, 
             eventually(lambda: not any(r["port_range_min"] == 22 for r in
                                        admin[region].network.get_security_group(group.id).security_group_rules),
                        what=f"rule removed in {region}")
+        # An admin (another project) editing the group syncs the group owner's copies.
+        https = admin[CENTRAL].network.create_security_group_rule(
+            security_group_id=group.id, direction="ingress", protocol="tcp", port_range_min=443, port_range_max=443,
+            ethertype="IPv4")
+        for region in sandbox.regions:
+            eventually(lambda: ("tcp", 443, None) in rules(region), what=f"admin's rule in {region}")
+        admin[CENTRAL].network.delete_security_group_rule(https)
+        for region in sandbox.regions:
+            eventually(lambda: ("tcp", 443, None) not in rules(region), what=f"admin's rule gone in {region}")
     finally:
         for region, (server, port) in locals().get("servers", {}).items():
             sandbox.connect(region).compute.delete_server(server)
@@ -320,6 +336,17 @@ def _delete_sg(conn, sg_id):
         return True
     except os_exc.ConflictException:
         return False
+
+
+def test_a_plain_port_deleted_in_a_region_is_deleted_at_central_and_everywhere(sandbox, central, admin, stretched):
+    net, _ = stretched
+    one, two = sandbox.regions
+    port = sandbox.connect(one).network.create_port(network_id=net.id, name=net.name)  # no device_owner
+    assert _port_or_none(admin[CENTRAL], port.id) is not None  # allocated at central
+    assert admin[two].network.get_port(port.id).mac_address == port.mac_address  # copied on lookup
+    sandbox.connect(one).network.delete_port(port.id)
+    assert _port_or_none(admin[CENTRAL], port.id) is None
+    eventually(lambda: _port_or_none(admin[two], port.id) is None, what=f"copy of {port.id} gone in {two}")
 
 
 def test_deleting_ports_and_networks_reaches_every_copy(sandbox, central, admin):
@@ -389,12 +416,7 @@ def test_drift_in_a_region_is_repaired_by_a_reconcile_job(sandbox, central, admi
     admin[one].network.update_network(net.id, description="changed out of band")
     admin[one].network.update_subnet(subnet.id, dns_nameservers=["198.51.100.1"])
     _isthmus(sandbox, "sandbox", "logs", "isthmus-xjob", "-n", "1")  # the worker is there
-    from isthmus.db import make_engine
-    from isthmus.jobs import JobStore
-    from isthmus.sandbox.layout import Layout
-
-    store = JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url))
-    store.enqueue("network_sync", net.id)  # as `openstack multiregion job create` does
+    _enqueue(sandbox, "network_sync", net.id)
     eventually(lambda: admin[one].network.get_network(net.id).description == (net.description or ""),
                what="description restored")
     eventually(lambda: admin[one].network.get_subnet(subnet.id).dns_nameservers == [], what="dns restored")
@@ -423,6 +445,43 @@ def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
     shadow = eventually(lambda: _port_or_none(admin[one], port_two.id), what="shadow after restart")
     assert shadow.device_owner == "compute:shadow"
     assert len([p for p in admin[one].network.ports(network_id=net.id) if p.id == port_two.id]) == 1
+
+
+def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, admin, stretched):
+    """B17: with ``[isthmus] cross_region_l2 = noop`` no region holds shadow ports."""
+    from isthmus.sandbox import xjob
+    from isthmus.sandbox.layout import Layout
+
+    net, _ = stretched
+    one, two = sandbox.regions
+    ports = {}
+    for region in (one, two):
+        conn = sandbox.connect(region)
+        server = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
+        (ports[region],) = list(admin[region].network.ports(device_id=server.id))
+    eventually(lambda: _port_or_none(admin[one], ports[two].id), what="shadow before noop")
+    override = xjob.config_dir(Layout.load(sandbox.state_dir)) / "l2.conf"
+    override.write_text("[isthmus]\ncross_region_l2 = noop\n")
+    try:
+        _isthmus(sandbox, "sandbox", "restart", "isthmus-xjob")
+        _enqueue(sandbox, "network_sync", net.id)
+        for region in (one, two):
+            eventually(lambda: not list(admin[region].network.ports(network_id=net.id, device_owner="compute:shadow")),
+                       what=f"no shadows in {region}")
+    finally:
+        override.unlink()
+        _isthmus(sandbox, "sandbox", "restart", "isthmus-xjob")
+    _enqueue(sandbox, "network_sync", net.id)
+    eventually(lambda: _port_or_none(admin[one], ports[two].id), what="shadow back in shadow mode")
+
+
+def _enqueue(sandbox, job_type: str, resource_id: str) -> None:
+    """As ``openstack multiregion job create`` does."""
+    from isthmus.db import make_engine
+    from isthmus.jobs import JobStore
+    from isthmus.sandbox.layout import Layout
+
+    JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).enqueue(job_type, resource_id)
 
 
 # ------------------------------------------- provider networks, SG deletes, port reuse

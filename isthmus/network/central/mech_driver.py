@@ -163,9 +163,24 @@ class CentralMechanismDriver(api.MechanismDriver):
 
     # --- security groups ----------------------------------------------------------
     def _security_group_rule_changed(self, resource, event, trigger, payload) -> None:
+        # The group's owner, not the rule's or the caller's: an admin adding or
+        # removing a rule in another project's group changes that project's copies.
+        # AFTER_DELETE carries no rule, only the group id in its metadata.
         rule = payload.latest_state or (payload.states[0] if payload.states else {}) or {}
-        project = rule.get("project_id") or payload.context.project_id
+        group_id = rule.get("security_group_id") or (payload.metadata or {}).get("security_group_id")
+        project = self._group_project(payload.context, group_id) or rule.get("project_id") \
+            or payload.context.project_id
         self._sync_security_groups(project, f"rule {event}")
+
+    @staticmethod
+    def _group_project(context, group_id: str | None) -> str | None:
+        if not group_id:
+            return None
+        try:
+            group = directory.get_plugin().get_security_group(context.elevated(), group_id, fields=["project_id"])
+        except Exception:  # noqa: BLE001 - deleted meanwhile: its own AFTER_DELETE syncs
+            return None
+        return group.get("project_id")
 
     def _security_group_changed(self, resource, event, trigger, payload) -> None:
         group = payload.latest_state or (payload.states[0] if payload.states else {}) or {}

@@ -42,6 +42,8 @@ LOG = logging.getLogger(__name__)
 # IPv6 subnets whose addresses derive from the MAC: a copy gets the same address
 # from the same MAC, and Neutron refuses explicit addresses there.
 _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
+# In a shadow agent's configurations: the region whose host it stands for.
+_SHADOW_AGENT_MARK = "isthmus_shadow_of"
 
 
 def _unavailable(err: Exception) -> n_exc.ServiceUnavailable:
@@ -53,10 +55,16 @@ class CentralConflict(n_exc.Conflict):
     message = "central Neutron refused: %(reason)s"
 
 
+class CentralNotFound(n_exc.NotFound):
+    message = "%(reason)s"
+
+
 def _rejected(err: CentralRejected, resource: str) -> Exception:
-    """Central's 4xx, passed on with its message (the user's input was wrong)."""
+    """Central's 4xx, passed on with its status and message (the user's input was wrong)."""
     if err.status == 409:
         return CentralConflict(reason=str(err))
+    if err.status == 404:
+        return CentralNotFound(reason=str(err))
     return n_exc.BadRequest(resource=resource, msg=f"central Neutron: {err}")
 
 
@@ -265,6 +273,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         shadow_of = shadow_port_id(attrs.get("name"))
         if shadow_of and attrs.get("device_owner") == SHADOW_OWNER:
             attrs["id"] = shadow_of  # a copy of a port of another region keeps its UUID
+            self._ensure_shadow_agent(context.elevated(), attrs)
             return super().create_port(context, port)
         if not _is_central_port(attrs.get("device_owner")):
             return super().create_port(context, port)
@@ -371,10 +380,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         before = super().get_port(context.elevated(), id)
         after = super().update_port(context, id, port)
         if _is_central_port(after.get("device_owner")) and _binding_moved(before, after):
-            self._report_binding(after)
+            self._report_binding(context.elevated(), after)
         return after
 
-    def _report_binding(self, port: dict) -> None:
+    def _report_binding(self, admin, port: dict) -> None:
         host = port.get(portbindings.HOST_ID) or ""
         report: dict[str, Any] = {
             portbindings.HOST_ID: host,
@@ -382,12 +391,16 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             "device_id": port.get("device_id") or "",
         }
         if host:
-            report[portbindings.PROFILE] = {PROFILE_KEY: {
+            binding = {
                 "region": self.region,
                 "vif_type": port.get(portbindings.VIF_TYPE),
                 "vif_details": port.get(portbindings.VIF_DETAILS) or {},
                 "vnic_type": port.get(portbindings.VNIC_TYPE),
-            }}
+            }
+            agent = self._tunnel_agent(admin, host)
+            if agent:
+                binding["agent"] = agent
+            report[portbindings.PROFILE] = {PROFILE_KEY: binding}
         else:
             report[portbindings.PROFILE] = {}
         try:
@@ -397,21 +410,69 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             # The port works here; central's periodic binding reconcile catches up.
             LOG.warning("isthmus: could not report binding of port %s to central: %s", port["id"], err)
 
-    # Override: a compute port deleted here (Nova deleting a server) is deleted
-    # at central first; central's fan-out removes copies everywhere else.
+    # ------------------------------------------------------------ L2 agents
+    # The agents API (get_agents, create_or_update_agent) is the public plugin
+    # interface agents themselves report through; nothing below it is touched.
+    def _tunnel_agent(self, admin, host: str) -> dict[str, str] | None:
+        """This region's OVS agent on ``host`` and its VxLAN endpoint, for the
+        other regions' shadow agents (None: no agent with a tunnel there)."""
+        try:
+            agents = self.get_agents(admin, filters={
+                "host": [host], "agent_type": [constants.AGENT_TYPE_OVS]})
+        except Exception as err:  # noqa: BLE001 - a report without it still binds central
+            LOG.warning("isthmus: agents of host %s unreadable: %s", host, err)
+            return None
+        for agent in agents:
+            tunnel_ip = (agent.get("configurations") or {}).get("tunneling_ip")
+            if tunnel_ip and not (agent.get("configurations") or {}).get(_SHADOW_AGENT_MARK):
+                return {"type": agent["agent_type"], "host": host, "tunnel_ip": tunnel_ip}
+        return None
+
+    def _ensure_shadow_agent(self, admin, attrs: dict) -> None:
+        """A shadow port is bound to a host of another region. Give that host an
+        agent row here (type and tunnel IP of the real one there), as its agent
+        would report it: ML2 binds the port to it and l2population builds the
+        tunnel to it. A host that runs a real agent here is left alone."""
+        profile = attrs.get(portbindings.PROFILE)
+        report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
+        agent = report.get("agent") if isinstance(report, dict) else None
+        if not isinstance(agent, dict) or agent.get("type") != constants.AGENT_TYPE_OVS:
+            return
+        existing = self.get_agents(admin, filters={"host": [agent["host"]], "agent_type": [agent["type"]]})
+        if any(not (a.get("configurations") or {}).get(_SHADOW_AGENT_MARK) for a in existing):
+            return
+        self.create_or_update_agent(admin, {
+            "agent_type": agent["type"], "binary": "neutron-openvswitch-agent", "host": agent["host"],
+            "topic": "N/A", "start_flag": not existing,
+            "configurations": {"tunneling_ip": agent["tunnel_ip"], "tunnel_types": ["vxlan"],
+                               "l2_population": True, _SHADOW_AGENT_MARK: report.get("region") or True},
+        })
+        LOG.info("isthmus: shadow agent for host %s (tunnel %s)", agent["host"], agent["tunnel_ip"])
+
+    # Override: a user or compute port deleted in the region where it lives (or,
+    # unbound, in any region) is deleted at central first; central's fan-out
+    # removes the copies elsewhere. A stale copy of a port that now lives in
+    # another region (the reconciler removes those) goes only here.
     def delete_port(self, context, id, l3_port_check=True):
         try:
             port = super().get_port(context.elevated(), id)
         except n_exc.PortNotFound:
             port = None
-        if port and (port.get("device_owner") or "").startswith("compute:") and _is_central_port(port["device_owner"]):
+        if port and _is_central_port(port.get("device_owner")):
             try:
-                client().delete_port(id)
+                if self._lives_here(port):
+                    client().delete_port(id)
             except CentralUnavailable as err:
                 raise _unavailable(err) from err
             except CentralRejected as err:
                 raise _rejected(err, "port") from err
         return super().delete_port(context, id, l3_port_check)
+
+    def _lives_here(self, port: dict) -> bool:
+        # Central's word, not this copy's binding: a region that was down while
+        # its server went may still show the port bound here after it moved.
+        central = client().port(port["id"])
+        return central is not None and not _bound_elsewhere(central, self.region)
 
     def _forget_central_port(self, port_id: str) -> None:
         try:

@@ -25,20 +25,20 @@ def sync_network(services: Services, ctx: JobContext) -> None:
         subnets = services.central.list("subnets", network_id=network_id) if central else []
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
-    if central is None:
-        # Deleted at central: look in every region, since a copy made by a mere
-        # lookup (no port bound there) has no routing.
-        regions = [p.region_name for p in services.registry.regional_pods()]
-    else:
-        regions = [r for r in (services.region_of_pod(x.pod_id)
-                               for x in services.registry.routings_of(network_id, "network")) if r]
+    # Every region, not only the routed ones (where ports were bound): a copy
+    # made by a mere lookup has no routing, yet holds copies of central's ports
+    # and addresses that must go when central's go.
+    routed = {r for r in (services.region_of_pod(x.pod_id)
+                          for x in services.registry.routings_of(network_id, "network")) if r}
+    regions = [p.region_name for p in services.registry.regional_pods()]
     unreachable = []
     for region in regions:
         try:
+            neutron = services.neutron(region)
             if central is None:
-                _remove_copy(services.neutron(region), network_id)
-            else:
-                _converge(services.central, services.neutron(region), region, central, subnets)
+                _remove_copy(neutron, network_id)
+            elif region in routed or _holds_copy(neutron, network_id):
+                _converge(services.central, neutron, region, central, subnets, _wants_shadows(services, central))
         except Unavailable as err:
             LOG.warning("network %s: %s; will retry", network_id, err)
             unreachable.append(region)
@@ -50,7 +50,21 @@ def sync_network(services: Services, ctx: JobContext) -> None:
         services.registry.forget(network_id, "network")
 
 
-def _converge(top: NeutronClient, neutron: NeutronClient, region: str, central: dict, subnets: list[dict]) -> None:
+def _wants_shadows(services: Services, central: dict) -> bool:
+    """Shadows carry VxLAN between regions; VLAN and flat networks ride the
+    physical network, which already spans them."""
+    return services.cross_region_l2 == "shadow" and central.get("provider:network_type") == "vxlan"
+
+
+def _holds_copy(neutron: NeutronClient, network_id: str) -> bool:
+    """Without copying it: lists filtered by network_id are answered locally
+    (a GET of the network would make the local plugin copy it)."""
+    return bool(neutron.list("subnets", network_id=network_id, fields="id")
+                or neutron.list("ports", network_id=network_id, fields="id"))
+
+
+def _converge(top: NeutronClient, neutron: NeutronClient, region: str, central: dict, subnets: list[dict],
+              shadows: bool) -> None:
     # A GET by id makes the local plugin copy a network it lost (drift repair).
     copy = neutron.get("networks", central["id"])
     if copy is None:
@@ -73,7 +87,7 @@ def _converge(top: NeutronClient, neutron: NeutronClient, region: str, central: 
     # its regional copy, so every regional port listed here is in central's list
     # unless central deleted it. (The other order deletes ports being created.)
     regional_ports = neutron.list("ports", network_id=central["id"])
-    plan = plans.plan_ports(region, top.list("ports", network_id=central["id"]), regional_ports)
+    plan = plans.plan_ports(region, top.list("ports", network_id=central["id"]), regional_ports, shadows)
     by_id = {p["id"]: p for p in regional_ports}
     for port_id in plan.delete:
         # Deleting a regional compute port deletes it at central too (local

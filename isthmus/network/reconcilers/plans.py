@@ -54,11 +54,13 @@ class PortPlan:
     create_shadows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict]) -> PortPlan:
+def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict],
+               shadows: bool = True) -> PortPlan:
     """Regional ports of one network against central's.
 
     * a user port (compute or unbound) central no longer has was deleted at central: delete it;
-    * a shadow whose original is gone, moved here, or unbound: delete it;
+    * a shadow whose original is gone, moved here, or unbound: delete it
+      (every shadow, when ``shadows`` is off: noop mode or a non-VxLAN network);
     * an unbound stale copy of a port now bound in another region: delete it
       (the port moved; a shadow replaces it);
     * a port bound in another region gets a shadow here, if this region has
@@ -69,7 +71,8 @@ def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict
     for port in regional_ports:
         original = central_by_id.get(port["id"])
         if is_shadow(port):
-            if original is None or bound_region(original) in (None, region) or _shadow_stale(port, original):
+            if (not shadows or original is None or bound_region(original) in (None, region)
+                    or _shadow_stale(port, original)):
                 plan.delete.append(port["id"])
         elif original is None and not (port.get("device_owner") or "").startswith("network:"):
             # A user port deleted at central. Not only compute ports: Nova leaves a
@@ -81,7 +84,7 @@ def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict
             plan.delete.append(port["id"])
     local_members = any(is_compute(p) and p["id"] not in plan.delete and p.get("binding:host_id")
                         for p in regional_ports)
-    if not local_members:
+    if not shadows or not local_members:
         return plan
     for port in central_ports:
         where = bound_region(port)
@@ -96,7 +99,8 @@ def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict
 def _shadow_stale(shadow: Mapping[str, Any], original: Mapping[str, Any]) -> bool:
     return (shadow.get("mac_address") != original.get("mac_address")
             or _ips(shadow) != _ips(original)
-            or shadow.get("binding:host_id") != original.get("binding:host_id"))
+            or shadow.get("binding:host_id") != original.get("binding:host_id")
+            or remote_agent(shadow) != remote_agent(original))
 
 
 def _ips(port: Mapping[str, Any]) -> set[str]:
@@ -106,8 +110,10 @@ def _ips(port: Mapping[str, Any]) -> set[str]:
 def shadow_body(port: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a port bound in another region: same UUID (from its name, see
     the local plugin), MAC and IPs, bound to the remote host. No security
-    groups: remote members are admitted by explicit rules (security_groups)."""
-    return {
+    groups: remote members are admitted by explicit rules (security_groups).
+    The remote host's L2 agent (type, tunnel IP), when its region reported one,
+    rides in the binding profile: the local plugin makes a shadow agent of it."""
+    body = {
         "name": shadow_port_name(port["id"]),
         "network_id": port["network_id"],
         "project_id": port["project_id"],
@@ -119,6 +125,20 @@ def shadow_body(port: Mapping[str, Any]) -> dict[str, Any]:
         "port_security_enabled": False,
         "security_groups": [],
     }
+    agent = remote_agent(port)
+    if agent:
+        body["binding:profile"] = {PROFILE_KEY: {"region": bound_region(port), "agent": agent}}
+    return body
+
+
+def remote_agent(port: Mapping[str, Any]) -> dict[str, str] | None:
+    """The L2 agent a region reported for a port's host: {type, host, tunnel_ip}."""
+    profile = port.get("binding:profile") or {}
+    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
+    agent = report.get("agent") if isinstance(report, dict) else None
+    if isinstance(agent, dict) and agent.get("type") and agent.get("host") and agent.get("tunnel_ip"):
+        return {"type": str(agent["type"]), "host": str(agent["host"]), "tunnel_ip": str(agent["tunnel_ip"])}
+    return None
 
 
 def shadow_of(port: Mapping[str, Any]) -> str | None:

@@ -19,6 +19,11 @@ SERVICE_AUTH_GROUP = "isthmus_service"
 OPTS = [
     cfg.StrOpt("central_region", default="CentralRegion", help="The region whose Neutron is central."),
     cfg.FloatOpt("resync_interval", default=60.0, help="Seconds between drift-repair passes over every routed network."),
+    cfg.StrOpt("cross_region_l2", default="shadow",
+               choices=[("shadow", "VxLAN networks get shadow ports (and shadow agents) of the VM ports "
+                                   "bound in other regions, so l2population builds tunnels between regions"),
+                        ("noop", "no shadows: the operator provides cross-region L2 some other way")],
+               help="How VxLAN networks reach across regions."),
 ]
 
 
@@ -35,6 +40,7 @@ class Services:
     registry: Registry
     clients: RegionClients
     central_region: str
+    cross_region_l2: str = "shadow"
 
     @property
     def central(self) -> NeutronClient:
@@ -67,5 +73,6 @@ class LazyServices:
                     registry=Registry(make_engine(conf.database.connection)),
                     clients=RegionClients(session, user_agent="isthmus-xjob"),
                     central_region=conf.isthmus.central_region,
+                    cross_region_l2=conf.isthmus.cross_region_l2,
                 )
             return self._services

@@ -27,3 +27,41 @@ def test_network_owned_ports_and_live_copies_stay():
 def test_an_unbound_copy_of_a_port_bound_elsewhere_is_deleted():
     central = [_port("a", owner="compute:az2", host="regiontwo-compute", region="RegionTwo")]
     assert plans.plan_ports("RegionOne", central, [_port("a")]).delete == ["a"]
+
+
+def _remote_vm(agent=None):
+    port = _port("r", owner="compute:az2", host="regiontwo-compute", region="RegionTwo")
+    if agent:
+        port["binding:profile"][PROFILE_KEY]["agent"] = agent
+    return port
+
+
+AGENT = {"type": "Open vSwitch agent", "host": "regiontwo-compute", "tunnel_ip": "192.0.2.2"}
+
+
+def test_a_remote_vm_gets_a_shadow_carrying_its_agent():
+    local_vm = _port("l", owner="compute:az1", host="regionone-compute", region="RegionOne")
+    plan = plans.plan_ports("RegionOne", [local_vm, _remote_vm(AGENT)], [local_vm])
+    (shadow,) = plan.create_shadows
+    assert shadow["name"] == "shadow_port_r" and shadow["binding:host_id"] == "regiontwo-compute"
+    assert shadow["binding:profile"] == {PROFILE_KEY: {"region": "RegionTwo", "agent": AGENT}}
+    assert "binding:profile" not in plans.shadow_body(_remote_vm())  # no agent reported: none sent
+
+
+def test_without_shadows_none_are_made_and_existing_ones_go():
+    local_vm = _port("l", owner="compute:az1", host="regionone-compute", region="RegionOne")
+    shadow = plans.shadow_body(_remote_vm())
+    shadow["id"] = "r"
+    plan = plans.plan_ports("RegionOne", [local_vm, _remote_vm()], [local_vm, shadow], shadows=False)
+    assert plan.create_shadows == [] and plan.delete == ["r"]
+    assert plans.plan_ports("RegionOne", [local_vm, _remote_vm()], [local_vm, shadow]).delete == []
+
+
+def test_a_shadow_is_remade_when_the_remote_tunnel_moves():
+    local_vm = _port("l", owner="compute:az1", host="regionone-compute", region="RegionOne")
+    shadow = plans.shadow_body(_remote_vm(AGENT))
+    shadow["id"] = "r"
+    moved = _remote_vm({**AGENT, "tunnel_ip": "192.0.2.9"})
+    plan = plans.plan_ports("RegionOne", [local_vm, moved], [local_vm, shadow])
+    assert plan.delete == ["r"] and [s["binding:profile"][PROFILE_KEY]["agent"]["tunnel_ip"]
+                                     for s in plan.create_shadows] == ["192.0.2.9"]
