@@ -8,11 +8,8 @@ Without Nova, VM ports are made the way nova-compute makes them, as the sandbox
 ``admin`` user in a region: ``POST /v2.0/ports`` on a central network
 (``device_owner=compute:nova``, a fresh ``device_id``), then ``PUT`` with
 ``binding:host_id=<region>-compute`` (the sandbox ML2 binder binds any host).
-The PUT is needed: a POST that already carries ``binding:host_id`` binds the port
-in the region but reports nothing to central (the local plugin reports a binding
-from ``update_port`` only, and does not forward the host on create), so central
-keeps the port unbound and no shadow is ever made. The bench re-checks this on a
-throw-away network each run and prints what it saw. Ports go round-robin over
+(A POST carrying ``binding:host_id`` is reported too; the integration tests
+check that.) Ports go round-robin over
 the regions, so each region should end with a shadow of every port bound in the
 other regions (N*2/3 each with three regions).
 
@@ -386,24 +383,6 @@ def count_runs(requests: list[Request], job_path: str) -> int:
     return sum(1 for r in requests if r.agent.startswith(XJOB_AGENT) and r.method == "GET" and r.path == job_path)
 
 
-# ---------------------------------------------------------------------- the probe
-def probe_create_with_host(neutrons: Neutrons, regions: tuple[str, ...], tag: str) -> tuple[bool, list[str]]:
-    """Does a POST carrying binding:host_id report the binding to central? On its own
-    network, so the unreported port cannot disturb the measured one. Returns
-    (reported, networks to delete)."""
-    central, region = neutrons(CENTRAL_REGION), regions[0]
-    network, _ = make_network(central, f"{tag}-probe", 4)
-    port = call(neutrons(region), "POST", "/ports", body={"port": {
-        "network_id": network, "name": f"{tag}-probe", "device_owner": VM_OWNER, "device_id": str(uuid.uuid4()),
-        "binding:host_id": compute_host(region)}})["port"]
-    time.sleep(1)  # a report would be sent within the regional call; margin only
-    seen = call(central, "GET", f"/ports/{port['id']}")["port"]
-    reported = bool(seen.get("binding:host_id")) and region_of(seen) == region
-    call(central, "DELETE", f"/ports/{port['id']}", ok=(204, 404))
-    delete_network(central, network, 60)  # now: its copy must not linger into the measured phases
-    return reported, [network]
-
-
 def region_of(port: dict) -> str | None:
     profile = port.get("binding:profile") or {}
     report = profile.get("isthmus") if isinstance(profile, dict) else None
@@ -737,11 +716,6 @@ def main() -> int:
     fan_out: list[FanOut] = []
     try:
         say(f"{tag}: {args.ports} ports over {', '.join(regions)}, {args.workers} workers")
-        reported, probe_nets = probe_create_with_host(neutrons, regions, tag)
-        created.central_networks += probe_nets
-        say(f"a POST carrying binding:host_id reports to central: {'yes' if reported else 'no'} "
-            "(ports are bound with a PUT after the POST either way, as nova-compute does)")
-
         for region in regions:
             created.regional_networks[region], _ = make_network(neutrons(region), f"{tag}-own", baseline_ports)
         say(f"baseline: {baseline_ports} ports on region-only networks")

@@ -123,3 +123,28 @@ def prepare(layout: Layout, region: str) -> None:
 
 def start(layout: Layout, region: str) -> process.ServiceRecord:
     return runtime.start_wsgi(layout, f"neutron-{region}", "neutron", layout.neutron_port(region), env(layout, region))
+
+
+# Neutron's documented legacy defaults: every group may send anywhere; a default
+# group also admits its own members. A real deployment gets these from a schema
+# migration; the sandbox builds its SQLite schema from the models, so it writes
+# them through the admin API (security-groups-default-rules) before any project
+# has a default group.
+DEFAULT_RULE_TEMPLATES = [
+    {"direction": "egress", "ethertype": "IPv4", "used_in_default_sg": True, "used_in_non_default_sg": True},
+    {"direction": "egress", "ethertype": "IPv6", "used_in_default_sg": True, "used_in_non_default_sg": True},
+    {"direction": "ingress", "ethertype": "IPv4", "remote_group_id": "PARENT", "used_in_default_sg": True,
+     "used_in_non_default_sg": False},
+    {"direction": "ingress", "ethertype": "IPv6", "remote_group_id": "PARENT", "used_in_default_sg": True,
+     "used_in_non_default_sg": False},
+]
+
+
+def seed_default_rules(conn) -> None:
+    """Idempotent: only when the region has no templates at all."""
+    existing = conn.network.get("/default-security-group-rules", raise_exc=True).json()
+    if existing.get("default_security_group_rules"):
+        return
+    for template in DEFAULT_RULE_TEMPLATES:
+        conn.network.post("/default-security-group-rules", json={"default_security_group_rule": template},
+                          raise_exc=True)

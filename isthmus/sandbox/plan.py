@@ -58,6 +58,9 @@ def steps(layout: Layout) -> list[Step]:
             Step(f"neutron-setup-{region}", lambda r=region: neutron.prepare(layout, r), what="schema"),
             Step(f"neutron-{region}", _serve(lambda r=region: neutron.start(layout, r)),
                  (f"neutron-setup-{region}", *infra, *after), "starting, waiting for health"),
+            Step(f"neutron-defaults-{region}",
+                 lambda r=region: neutron.seed_default_rules(keystone.admin_connection(layout, r)),
+                 (f"neutron-{region}", "catalog"), "default security-group rules"),
         ]
     if not layout.plain:
         plan.append(Step("isthmus-xjob", lambda: xjob.start(layout), ("isthmus-db", "catalog"), "job worker"))

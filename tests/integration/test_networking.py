@@ -349,6 +349,18 @@ def test_a_plain_port_deleted_in_a_region_is_deleted_at_central_and_everywhere(s
     eventually(lambda: _port_or_none(admin[two], port.id) is None, what=f"copy of {port.id} gone in {two}")
 
 
+def test_a_port_created_bound_is_reported_to_central(sandbox, central, admin, stretched):
+    net, _ = stretched
+    one = sandbox.regions[0]
+    port = admin[one].network.create_port(network_id=net.id, binding_host_id=f"{one.lower()}-compute",
+                                          device_owner="compute:az1", device_id=str(uuid.uuid4()), name=net.name)
+    try:
+        top = central_port(admin, port.id)
+        assert top.binding_host_id == f"{one.lower()}-compute" and top.binding_profile["isthmus"]["region"] == one
+    finally:
+        admin[one].network.delete_port(port.id)
+
+
 def test_deleting_ports_and_networks_reaches_every_copy(sandbox, central, admin):
     net = central.network.create_network(name=f"d-{uuid.uuid4().hex[:6]}")
     central.network.create_subnet(network_id=net.id, ip_version=4, cidr="10.80.0.0/24")

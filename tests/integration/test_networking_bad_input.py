@@ -39,6 +39,8 @@ CASES = [
         lambda x: {"network": {"availability_zone_hints": ["az2"]}}, 400, ("availability_zone_hints",)),
     Bad("provider segment changed", CENTRAL, "PUT", lambda x: f"/networks/{x['net']}",
         lambda x: {"network": {"provider:segmentation_id": 4242}}, 400, ("provider",), cloud="isthmus-admin"),
+    Bad("external flag changed", CENTRAL, "PUT", lambda x: f"/networks/{x['net']}",
+        lambda x: {"network": {"router:external": True}}, 400, ("router:external",), cloud="isthmus-admin"),
     Bad("overlapping subnet", CENTRAL, "POST", lambda x: "/subnets",
         lambda x: {"subnet": {"network_id": x["net"], "ip_version": 4, "cidr": "10.79.0.128/25"}}, 400,
         ("10.79.0.128/25", "overlaps")),

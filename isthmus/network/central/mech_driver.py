@@ -102,6 +102,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         for port in plugin.get_ports(admin, filters={"network_id": [subnet["network_id"]], "name": list(names)}):
             if not port.get("fixed_ips"):
                 plugin.delete_port(admin, port["id"])
+        state().registry.forget(subnet["id"], "subnet")  # the network's sync removes the copies
         self._sync_network(subnet["network_id"], subnet["project_id"], "subnet deleted")
 
     def update_subnet_postcommit(self, context: api.SubnetContext) -> None:

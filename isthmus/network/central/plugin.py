@@ -4,7 +4,8 @@ Everything Neutron does for networks, subnets, ports, IPAM and security groups
 stays ML2's. The subclass exists only because availability-zone validation is a
 core-plugin method (ML2 asks DHCP agents; central has none): hints must name
 regions or AZs of the Isthmus registry; and because a precise 400 for a segment
-change must come before ML2 (a mechanism driver's error would be a 500).
+or external-flag change must come before ML2 (a mechanism driver's error would
+be a 500).
 Reservations, binding records and job queueing live in the ``isthmus_central``
 ML2 mechanism driver and neutron-lib callbacks, the stable extension points.
 """
@@ -26,7 +27,10 @@ from isthmus.network.central.state import state
 
 
 LOG = logging.getLogger(__name__)
-_SEGMENT_ATTRIBUTES = ("provider:network_type", "provider:physical_network", "provider:segmentation_id", "segments")
+# What each region's copy is built from once (B8): changing it at central would
+# leave the copies as they were.
+_COPIED_ONCE = ("provider:network_type", "provider:physical_network", "provider:segmentation_id", "segments",
+                "router:external")
 
 
 def _hint_list(value) -> list[str]:
@@ -67,16 +71,17 @@ class CentralPlugin(ml2_plugin.Ml2Plugin):
         zones = {state().az_of_region(r) for r in regions}
         return sorted(z for z in zones if z)
 
-    # Override: every region's copy uses the network's segment; changing it at
-    # central would strand the copies on the old one (ML2 allows it for VLAN).
+    # Override: every region's copy is built from the network's segment and
+    # external flag; changing them at central would strand the copies (ML2
+    # allows a VLAN segment change).
     def update_network(self, context, id, network):
         changes = network.get("network") or {}
-        asked = [k for k in _SEGMENT_ATTRIBUTES if k in changes and validators.is_attr_set(changes[k])]
+        asked = [k for k in _COPIED_ONCE if k in changes and validators.is_attr_set(changes[k])]
         if asked:
             current = super().get_network(context.elevated(), id)
             changed = [k for k in asked if changes[k] != current.get(k)]
             if changed:
                 raise n_exc.InvalidInput(error_message=(
-                    f"{', '.join(changed)} cannot change: the copies of network {id} in the regions use "
-                    "its segment; create a new network instead"))
+                    f"{', '.join(changed)} cannot change: the copies of network {id} in the regions are "
+                    "built from it; create a new network instead"))
         return super().update_network(context, id, network)

@@ -88,6 +88,9 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         config.register()
         self._stripes = [threading.RLock() for _ in range(self._STRIPES)]
         self._copying: set[str] = set()
+        # Networks central answered it does not know (made in this region only).
+        # A UUID never appears at central later, so this needs no expiry.
+        self._regional_only: set[str] = set()
         super().__init__()
         self.region = cfg.CONF.isthmus.region_name
         self.availability_zone = cfg.CONF.isthmus.availability_zone
@@ -287,16 +290,21 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             self._ensure_security_group(admin, sg_id)
         attrs.update(self._port_fields(admin, copies.port_body(central_port, attrs)))
         try:
-            return super().create_port(context, port)
+            made = super().create_port(context, port)
         except Exception:
             if created:
                 self._forget_central_port(central_port["id"])
             raise
+        if made.get(portbindings.HOST_ID):  # created bound (not Nova's way, but allowed): report it
+            self._report_binding(admin, made)
+        return made
 
     def _allocate_at_central(self, context, attrs: dict) -> tuple[dict, bool] | None:
         """(central port, whether we created it); None for a network central does
         not know (created in this region only). An explicit fixed IP must be one
         central already allocated on that network (its port is reused)."""
+        if attrs["network_id"] in self._regional_only:
+            return None
         central = client()
         explicit = [ip for ip in attrs.get("fixed_ips") or [] if isinstance(ip, dict) and ip.get("ip_address")] \
             if validators.is_attr_set(attrs.get("fixed_ips")) else []
@@ -306,6 +314,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 held = central.ports(network_id=attrs["network_id"], fixed_ips=f"ip_address={address}")
                 if not held:
                     if central.network(attrs["network_id"]) is None:
+                        self._regional_only.add(attrs["network_id"])
                         return None
                     raise n_exc.InvalidIpForNetwork(ip_address=address)
                 return held[0], False
@@ -315,6 +324,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             raise _unavailable(err) from err
         except CentralRejected as err:
             if err.status == 404 and client().network(attrs["network_id"]) is None:
+                self._regional_only.add(attrs["network_id"])
                 return None
             raise _rejected(err, "port") from err
 
@@ -379,7 +389,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     def update_port(self, context, id, port):
         before = super().get_port(context.elevated(), id)
         after = super().update_port(context, id, port)
-        if _is_central_port(after.get("device_owner")) and _binding_moved(before, after):
+        if (_is_central_port(after.get("device_owner")) and _binding_moved(before, after)
+                and after["network_id"] not in self._regional_only):
             self._report_binding(context.elevated(), after)
         return after
 
@@ -471,6 +482,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     def _lives_here(self, port: dict) -> bool:
         # Central's word, not this copy's binding: a region that was down while
         # its server went may still show the port bound here after it moved.
+        if port["network_id"] in self._regional_only:
+            return False
         central = client().port(port["id"])
         return central is not None and not _bound_elsewhere(central, self.region)
 
