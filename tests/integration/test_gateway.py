@@ -254,6 +254,10 @@ def test_19_21_23_merged_sorted_paginated_with_gateway_links(gw):
         resp = gw.boot(f"{tag}-{i}", az="az1" if i % 2 else "az2")
         assert resp.status_code == 202, resp.text
         ids.append(resp.json()["server"]["id"])
+    # Until scheduled, Nova lists a server from its build request, with another
+    # "created" than the instance it becomes: orders compared below must not move.
+    for sid in ids:
+        gw.wait(sid)
     everything = gw.call("GET", "/servers/detail").json()["servers"]
     mine = [s for s in everything if s["name"].startswith(tag)]
     assert sorted(s["id"] for s in mine) == sorted(ids)  # each once
