@@ -73,6 +73,16 @@ class NeutronClient:
             raise Rejected(404, f"{self.region} Neutron: {_message(resp)}")
         return self._body(resp)[key]
 
+    def create_many(self, collection: str, objs: list[dict]) -> list[dict]:
+        """One bulk POST: Neutron creates all in one transaction, or none (a 409
+        for any one of them refuses the lot)."""
+        if not objs:
+            return []
+        resp = self._send("POST", collection, {_COLLECTION_KEYS.get(collection, collection): objs}, None)
+        if resp.status_code == 404:
+            raise Rejected(404, f"{self.region} Neutron: {_message(resp)}")
+        return self._body(resp)[_COLLECTION_KEYS.get(collection, collection)]
+
     def update(self, collection: str, obj_id: str, changes: dict) -> dict | None:
         key = singular(collection)
         body = self.call("PUT", f"{collection}/{obj_id}", {key: changes})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from isthmus.clients import Rejected, Unavailable
+from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.services import Services
@@ -42,12 +42,7 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
                                     copy.get("security_group_rules") or [])
             for rule_id in plan.delete:
                 neutron.delete("security-group-rules", rule_id)
-            for rule in plan.create:
-                try:
-                    neutron.create("security-group-rules", rule)
-                except Rejected as err:
-                    if err.status != 409:
-                        raise
+            _create_rules(neutron, plan.create)
             if plan.delete or plan.create:
                 LOG.info("security group %s in %s: -%d +%d rules", group["id"], region, len(plan.delete), len(plan.create))
         except Unavailable as err:
@@ -60,3 +55,25 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
             raise PermanentFailure(f"{region}: {err}") from err
     if unreachable:
         raise RetryLater(f"regions not done: {', '.join(sorted(set(unreachable)))}")
+
+
+_BULK = 100
+
+
+def _create_rules(neutron: NeutronClient, rules: list[dict]) -> None:
+    """In bulk (a default group admits every remote member: hundreds of rules at
+    once); a chunk refused for a rule that exists already goes one by one."""
+    for start in range(0, len(rules), _BULK):
+        chunk = rules[start:start + _BULK]
+        try:
+            neutron.create_many("security-group-rules", chunk)
+            continue
+        except Rejected as err:
+            if err.status != 409:
+                raise
+        for rule in chunk:
+            try:
+                neutron.create("security-group-rules", rule)
+            except Rejected as err:
+                if err.status != 409:  # 409: created concurrently, converged
+                    raise
