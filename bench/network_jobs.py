@@ -179,11 +179,13 @@ class MadePort:
     bound_at: float  # monotonic time the PUT returned
 
 
-def make_vm_port(neutrons: Neutrons, region: str, network_id: str, name: str) -> MadePort:
+def make_vm_port(neutrons: Neutrons, region: str, network_id: str, name: str, no_groups: bool = False) -> MadePort:
     neutron = neutrons(region)
     started = time.monotonic()
-    port = call(neutron, "POST", "/ports", body={"port": {
-        "network_id": network_id, "name": name, "device_owner": VM_OWNER, "device_id": str(uuid.uuid4())}})["port"]
+    body = {"network_id": network_id, "name": name, "device_owner": VM_OWNER, "device_id": str(uuid.uuid4())}
+    if no_groups:
+        body["security_groups"] = []  # no default group: no remote-member rules to keep
+    port = call(neutron, "POST", "/ports", body={"port": body})["port"]
     created = time.monotonic()
     call(neutron, "PUT", f"/ports/{port['id']}", body={"port": {"binding:host_id": compute_host(region)}})
     bound = time.monotonic()
@@ -204,13 +206,13 @@ class Batch:
 
 
 def make_ports(neutrons: Neutrons, placement: list[tuple[str, str]], workers: int, label: str, tag: str,
-               sink: list[MadePort]) -> Batch:
+               sink: list[MadePort], no_groups: bool = False) -> Batch:
     """Create+bind one port per (region, network), ``workers`` at a time. Every port
     made also goes to ``sink`` at once, so cleanup finds it even if we stop early."""
     batch = Batch(label)
     started = last_note = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="port") as pool:
-        futures = {pool.submit(make_vm_port, neutrons, region, net, f"{tag}-{i}"): region
+        futures = {pool.submit(make_vm_port, neutrons, region, net, f"{tag}-{i}", no_groups): region
                    for i, (region, net) in enumerate(placement)}
         for future in as_completed(futures):
             try:
@@ -696,6 +698,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for convergence, cleanup")
     parser.add_argument("--lists", type=int, default=20, help="central calls of each kind in the fan-out check")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between shadow polls of a region")
+    parser.add_argument("--no-security-groups", action="store_true",
+                        help="ports without the default group (L2 and jobs only, no remote-member rules)")
     return parser.parse_args()
 
 
@@ -721,7 +725,7 @@ def main() -> int:
         say(f"baseline: {baseline_ports} ports on region-only networks")
         before = marks(logs)
         base = make_ports(neutrons, round_robin(regions, baseline_ports, created.regional_networks.get),
-                          args.workers, "baseline", tag, created.regional_ports)
+                          args.workers, "baseline", tag, created.regional_ports, args.no_security_groups)
         base.central_requests = sum(1 for r in logs[CENTRAL_REGION].since(before[CENTRAL_REGION])
                                     if r.agent.startswith(LOCAL_AGENT))
         say(f"baseline: {base.rate:.1f} ports/s")
@@ -737,7 +741,8 @@ def main() -> int:
         say(f"central network {network}: creating {args.ports} ports")
         before = marks(logs)
         made = make_ports(neutrons, round_robin(regions, args.ports, lambda _: network), args.workers,
-                          f"{args.ports} ports, {len(regions)} regions", tag, created.central_ports)
+                          f"{args.ports} ports, {len(regions)} regions", tag, created.central_ports,
+                          args.no_security_groups)
         made.central_requests = sum(1 for r in logs[CENTRAL_REGION].since(before[CENTRAL_REGION])
                                     if r.agent.startswith(LOCAL_AGENT))
         say(f"ports made: {made.rate:.1f} ports/s; waiting for shadows")

@@ -349,6 +349,21 @@ def test_a_plain_port_deleted_in_a_region_is_deleted_at_central_and_everywhere(s
     eventually(lambda: _port_or_none(admin[two], port.id) is None, what=f"copy of {port.id} gone in {two}")
 
 
+def test_a_bulk_port_create_in_a_region_allocates_each_port_at_central(sandbox, central, admin, stretched):
+    net, _ = stretched
+    one = sandbox.regions[0]
+    conn = sandbox.connect(one)
+    reply = conn.network.post("/ports", json={"ports": [{"network_id": net.id, "name": net.name}] * 3},
+                              raise_exc=True)
+    made = reply.json()["ports"]
+    assert len({p["id"] for p in made}) == 3
+    for port in made:
+        top = central_port(admin, port["id"])
+        assert (top.mac_address, top.fixed_ips) == (port["mac_address"], port["fixed_ips"])
+    for port in made:
+        conn.network.delete_port(port["id"])
+
+
 def test_a_port_created_bound_is_reported_to_central(sandbox, central, admin, stretched):
     net, _ = stretched
     one = sandbox.regions[0]

@@ -43,6 +43,12 @@ def _hint_list(value) -> list[str]:
 
 
 class CentralPlugin(ml2_plugin.Ml2Plugin):
+    # Neutron's API layer reads these per concrete class (name-mangled): without
+    # them a subclass of ML2 loses native bulk, pagination and sorting.
+    __native_bulk_support = True
+    __native_pagination_support = True
+    __native_sorting_support = True
+
     def __init__(self) -> None:
         config.register()
         super().__init__()

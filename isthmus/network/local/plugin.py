@@ -76,6 +76,14 @@ def _is_central_port(device_owner: str | None) -> bool:
 
 
 class LocalPlugin(ml2_plugin.Ml2Plugin):
+    # Neutron's API layer reads these per concrete class (name-mangled), so a
+    # subclass restates ML2's. Bulk stays emulated on purpose: the API layer then
+    # calls create_port per port, while ML2's native bulk create would skip it
+    # and allocate addresses here instead of at central.
+    __native_bulk_support = False
+    __native_pagination_support = True
+    __native_sorting_support = True
+
     # Copying a network takes several commits (network, then subnets). While one
     # is in progress (its id in _copying) readers of that id wait on its stripe
     # lock, so they never see a network without its subnets (Nova refuses to boot
