@@ -19,12 +19,9 @@ from pathlib import Path
 
 import requests
 
+from common import pct
+
 NONE_NET = {"OpenStack-API-Version": "compute 2.37"}
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def timed(fn, rounds: int) -> list[float]:

@@ -51,7 +51,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
+from common import connect, pct
+from isthmus.network import binding_report
+from isthmus.sandbox.layout import CENTRAL_REGION, Layout
+from isthmus.sandbox.nova import compute_host
 
 VM_OWNER = "compute:nova"
 SHADOW_OWNER = "compute:shadow"
@@ -71,13 +74,6 @@ def say(message: str) -> None:
 
 
 # --------------------------------------------------------------------------- clients
-def connect(layout: Layout, region: str, user: str = "admin"):
-    import openstack
-
-    return openstack.connect(auth_url=layout.auth_url, username=user, password=PASSWORD, project_name=user,
-                             user_domain_name="Default", project_domain_name="Default", region_name=region)
-
-
 class Neutrons:
     """One openstacksdk connection per (thread, region): the pool's threads never
     share a session, so a slow or failed request in one cannot affect another."""
@@ -89,7 +85,7 @@ class Neutrons:
     def __call__(self, region: str):
         cache: dict[str, Any] = self._local.__dict__.setdefault("conns", {})
         if region not in cache:
-            cache[region] = connect(self.layout, region).network
+            cache[region] = connect(self.layout, region, "admin").network
         return cache[region]
 
 
@@ -105,10 +101,6 @@ def call(neutron, method: str, path: str, *, body: dict | None = None, params: d
 def list_ids(neutron, collection: str, **filters: Any) -> list[str]:
     key = collection.replace("-", "_")
     return [o["id"] for o in call(neutron, "GET", f"/{collection}", params={**filters, "fields": "id"})[key]]
-
-
-def compute_host(region: str) -> str:
-    return f"{region.lower()}-compute"  # the sandbox's host naming (isthmus.sandbox.nova)
 
 
 def subnet_cidr(ports: int) -> str:
@@ -385,12 +377,6 @@ def count_runs(requests: list[Request], job_path: str) -> int:
     return sum(1 for r in requests if r.agent.startswith(XJOB_AGENT) and r.method == "GET" and r.path == job_path)
 
 
-def region_of(port: dict) -> str | None:
-    profile = port.get("binding:profile") or {}
-    report = profile.get("isthmus") if isinstance(profile, dict) else None
-    return report.get("region") if isinstance(report, dict) else None
-
-
 def check_reports(neutrons: Neutrons, network_id: str, made: list[MadePort]) -> list[str]:
     """Central must show each port bound where it was made, with the region's report."""
     ports = call(neutrons(CENTRAL_REGION), "GET", "/ports", params={
@@ -400,7 +386,7 @@ def check_reports(neutrons: Neutrons, network_id: str, made: list[MadePort]) -> 
     wrong = []
     for port in made:
         seen = by_id.get(port.id)
-        if seen is None or seen.get("binding:host_id") != compute_host(port.region) or region_of(seen) != port.region:
+        if seen is None or seen.get("binding:host_id") != compute_host(port.region) or (binding_report(seen) or {}).get("region") != port.region:
             wrong.append(f"{port.id} ({port.region}): {json.dumps(seen)[:200]}")
     return wrong
 
@@ -579,11 +565,6 @@ def cleanup(layout: Layout, neutrons: Neutrons, store, created: Created, workers
 
 
 # -------------------------------------------------------------------------- tables
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
-
-
 def print_creation(base: Batch, central: Batch) -> None:
     print(f"\n1. port create+bind (POST, then PUT binding:host_id), {central.label}")
     print(f"{'':34} {'ports':>6} {'ports/s':>8} {'x base':>7} {'POST p50':>9} {'PUT p50':>8} "
@@ -648,7 +629,7 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
         print(f"{name + ' p50/p95 (s)':44} {statistics.median(values) if values else float('nan'):5.1f}/"
               f"{pct(values, .95):<5.1f}")
     print("   x base: time per shadow against a baseline port create+bind (the worker makes a network's "
-          "shadows one at a time, the baseline client had a thread pool)")
+          "shadows one at a time per region, the baseline client had a thread pool)")
     print(f"\n{'job':22} {'events':>7} {'runs':>5} {'(sampled)':>9} {'events/run':>10} "
           f"{'max failures':>12} {'final':>8}  errors seen")
     for job in jobs:
@@ -713,7 +694,7 @@ def main() -> int:
     regions = layout.regions
     baseline_ports = args.baseline_ports or min(args.ports, 300)
     neutrons, store, logs = Neutrons(layout), job_store(layout), neutron_logs(layout)
-    project = connect(layout, CENTRAL_REGION).current_project_id
+    project = connect(layout, CENTRAL_REGION, "admin").current_project_id
     tag = f"bench-jobs-{uuid.uuid4().hex[:6]}"
     created = Created()
     run_start = marks(logs)

@@ -21,14 +21,8 @@ import time
 import uuid
 from pathlib import Path
 
-from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
-
-
-def connect(layout: Layout, region: str, user: str = "demo"):
-    import openstack
-
-    return openstack.connect(auth_url=layout.auth_url, username=user, password=PASSWORD, project_name=user,
-                             user_domain_name="Default", project_domain_name="Default", region_name=region)
+from common import connect, pct
+from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 
 def boot(conn, name: str, network_id: str) -> float:
@@ -41,11 +35,6 @@ def boot(conn, name: str, network_id: str) -> float:
     return time.monotonic() - started
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state-dir", type=Path, default=Path(".sandbox"))
@@ -55,7 +44,7 @@ def main() -> None:
     if layout is None or layout.plain or len(layout.regions) < 2:
         raise SystemExit("needs a running sandbox with Isthmus networking and two regions")
     one, two = layout.regions[:2]
-    central, r1, r2 = connect(layout, CENTRAL_REGION), connect(layout, one), connect(layout, two)
+    central, r1, r2 = (connect(layout, r, "demo") for r in (CENTRAL_REGION, one, two))
     admin2 = connect(layout, two, user="admin")
     tag = f"bench-{uuid.uuid4().hex[:6]}"
     first, second, local, shadow = [], [], [], []
@@ -110,7 +99,7 @@ def central_list_fan_out(layout: Layout, central, network_id: str) -> int:
 
 def cleanup(layout: Layout, tag: str, made, central, r1) -> None:
     for region in layout.regions:
-        conn = connect(layout, region)
+        conn = connect(layout, region, "demo")
         for server in list(conn.compute.servers(name=tag)):
             conn.compute.delete_server(server)
         for server in list(conn.compute.servers(name=tag)):

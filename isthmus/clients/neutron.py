@@ -68,20 +68,20 @@ class NeutronClient:
 
     def create(self, collection: str, obj: dict) -> dict:
         key = singular(collection)
-        resp = self._send("POST", collection, {key: obj}, None)
-        if resp.status_code == 404:  # something the body names (network, group) does not exist there
-            raise Rejected(404, f"{self.region} Neutron: {_message(resp)}")
-        return self._body(resp)[key]
+        return self._post(collection, key, obj)
 
     def create_many(self, collection: str, objs: list[dict]) -> list[dict]:
         """One bulk POST: Neutron creates all in one transaction, or none (a 409
         for any one of them refuses the lot)."""
         if not objs:
             return []
-        resp = self._send("POST", collection, {_COLLECTION_KEYS.get(collection, collection): objs}, None)
-        if resp.status_code == 404:
+        return self._post(collection, _COLLECTION_KEYS.get(collection, collection), objs)
+
+    def _post(self, collection: str, key: str, payload: Any) -> Any:
+        resp = self._send("POST", collection, {key: payload}, None)
+        if resp.status_code == 404:  # something the body names (network, group) does not exist there
             raise Rejected(404, f"{self.region} Neutron: {_message(resp)}")
-        return self._body(resp)[_COLLECTION_KEYS.get(collection, collection)]
+        return self._body(resp)[key]
 
     def update(self, collection: str, obj_id: str, changes: dict) -> dict | None:
         key = singular(collection)

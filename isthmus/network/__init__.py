@@ -10,6 +10,11 @@ Contracts between the parts (all over public REST APIs, see docs/networking.md):
   under :data:`PROFILE_KEY`; central records them and queues reconcile jobs.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 # binding:profile key carrying a region's report of where a port is bound.
 PROFILE_KEY = "isthmus"
 # device_owner of a copy of a port that lives in another region (for L2 / SG membership).
@@ -37,4 +42,26 @@ def shadow_port_name(port_id: str) -> str:
 def shadow_port_id(name: str | None) -> str | None:
     if name and name.startswith(SHADOW_PREFIX):
         return name[len(SHADOW_PREFIX):]
+    return None
+
+
+def binding_report(port: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The report a region left in a port's ``binding:profile`` (None: none)."""
+    profile = port.get("binding:profile") or {}
+    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
+    return report if isinstance(report, dict) else None
+
+
+def bound_region(port: Mapping[str, Any]) -> str | None:
+    """The region a port was reported bound in (None: unbound)."""
+    if not port.get("binding:host_id"):
+        return None
+    return (binding_report(port) or {}).get("region")
+
+
+def reported_agent(port: Mapping[str, Any]) -> dict[str, str] | None:
+    """The L2 agent a region reported for a port's host: {type, host, tunnel_ip}."""
+    agent = (binding_report(port) or {}).get("agent")
+    if isinstance(agent, dict) and agent.get("type") and agent.get("host") and agent.get("tunnel_ip"):
+        return {"type": str(agent["type"]), "host": str(agent["host"]), "tunnel_ip": str(agent["tunnel_ip"])}
     return None

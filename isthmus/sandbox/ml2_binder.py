@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from neutron_lib import constants
 from neutron_lib import context as n_context
@@ -43,9 +44,9 @@ class SandboxBinderDriver(api.MechanismDriver):
 
     @staticmethod
     def _heartbeat(host: str, tunnel_ip: str, interval: float) -> None:
-        stop = threading.Event()
         first = True
-        while not stop.wait(1.0 if first else interval):
+        while True:
+            time.sleep(1.0 if first else interval)
             plugin = directory.get_plugin()
             if plugin is None:
                 continue  # the plugin is still loading

@@ -23,8 +23,8 @@ from neutron_lib.plugins.ml2 import api
 from isthmus.network import (
     DHCP_RESERVATION_DEVICE,
     GATEWAY_RESERVATION_DEVICE,
-    PROFILE_KEY,
     SHADOW_OWNER,
+    binding_report,
     dhcp_reservation_name,
     gateway_reservation_name,
     jobtypes,
@@ -36,9 +36,8 @@ _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
 
 
 def _report(port: dict) -> dict | None:
-    profile = port.get(portbindings.PROFILE) or {}
-    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
-    return report if isinstance(report, dict) and report.get("region") else None
+    report = binding_report(port)
+    return report if report and report.get("region") else None
 
 
 def _is_compute(port: dict) -> bool:

@@ -31,9 +31,12 @@ from isthmus.network import (
     GATEWAY_RESERVATION_DEVICE,
     PROFILE_KEY,
     SHADOW_OWNER,
+    binding_report,
+    bound_region,
     config,
     dhcp_reservation_name,
     gateway_reservation_name,
+    reported_agent,
     shadow_port_id,
 )
 from isthmus.network.local import copies
@@ -459,7 +462,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             return None
         for agent in agents:
             tunnel_ip = (agent.get("configurations") or {}).get("tunneling_ip")
-            if tunnel_ip and not (agent.get("configurations") or {}).get(_SHADOW_AGENT_MARK):
+            if tunnel_ip and not _is_shadow_agent(agent):
                 return {"type": agent["agent_type"], "host": host, "tunnel_ip": tunnel_ip}
         return None
 
@@ -468,19 +471,18 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         agent row here (type and tunnel IP of the real one there), as its agent
         would report it: ML2 binds the port to it and l2population builds the
         tunnel to it. A host that runs a real agent here is left alone."""
-        profile = attrs.get(portbindings.PROFILE)
-        report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
-        agent = report.get("agent") if isinstance(report, dict) else None
-        if not isinstance(agent, dict) or agent.get("type") != constants.AGENT_TYPE_OVS:
+        agent = reported_agent(attrs)
+        if agent is None or agent["type"] != constants.AGENT_TYPE_OVS:
             return
         existing = self.get_agents(admin, filters={"host": [agent["host"]], "agent_type": [agent["type"]]})
-        if any(not (a.get("configurations") or {}).get(_SHADOW_AGENT_MARK) for a in existing):
+        if any(not _is_shadow_agent(a) for a in existing):
             return
         self.create_or_update_agent(admin, {
             "agent_type": agent["type"], "binary": "neutron-openvswitch-agent", "host": agent["host"],
             "topic": "N/A", "start_flag": not existing,
             "configurations": {"tunneling_ip": agent["tunnel_ip"], "tunnel_types": ["vxlan"],
-                               "l2_population": True, _SHADOW_AGENT_MARK: report.get("region") or True},
+                               "l2_population": True,
+                               _SHADOW_AGENT_MARK: (binding_report(attrs) or {}).get("region") or True},
         })
         LOG.info("isthmus: shadow agent for host %s (tunnel %s)", agent["host"], agent["tunnel_ip"])
 
@@ -581,10 +583,11 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
 
 
 def _bound_elsewhere(port: dict, region: str) -> bool:
-    profile = port.get(portbindings.PROFILE) or {}
-    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
-    where = report.get("region") if isinstance(report, dict) else None
-    return bool(port.get(portbindings.HOST_ID)) and where not in (None, region)
+    return bound_region(port) not in (None, region)
+
+
+def _is_shadow_agent(agent: dict) -> bool:
+    return bool((agent.get("configurations") or {}).get(_SHADOW_AGENT_MARK))
 
 
 def _binding_moved(before: dict, after: dict) -> bool:

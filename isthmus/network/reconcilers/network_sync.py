@@ -33,13 +33,14 @@ def sync_network(services: Services, ctx: JobContext) -> None:
     routed = {r for r in (services.region_of_pod(x.pod_id)
                           for x in services.registry.routings_of(network_id, "network")) if r}
     regions = [p.region_name for p in services.registry.regional_pods()]
+    shadows = central is not None and _wants_shadows(services, central)
 
     def sync_region(region: str) -> None:
         neutron = services.neutron(region)
         if central is None:
             _remove_copy(neutron, network_id)
         elif region in routed or _holds_copy(neutron, network_id):
-            _converge(services.central, neutron, region, central, subnets, _wants_shadows(services, central))
+            _converge(services.central, neutron, region, central, subnets, shadows)
 
     # Regions side by side: each is its own Neutron, and a slow one delays no other.
     with ThreadPoolExecutor(max_workers=max(1, min(_MAX_PARALLEL_REGIONS, len(regions))),

@@ -8,21 +8,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isthmus.network import PROFILE_KEY, SHADOW_OWNER, shadow_port_id, shadow_port_name
+from isthmus.network import (
+    PROFILE_KEY,
+    SHADOW_OWNER,
+    bound_region,
+    reported_agent,
+    shadow_port_id,
+    shadow_port_name,
+)
 from isthmus.network.local.copies import rule_body, rule_key
 
 NETWORK_FIELDS = ("name", "description", "admin_state_up", "shared")
 SUBNET_FIELDS = ("name", "description", "enable_dhcp", "dns_nameservers", "host_routes")
 MEMBER_RULE_TAG = "isthmus:member-of:"
-
-
-def bound_region(port: Mapping[str, Any]) -> str | None:
-    """The region a central port was reported bound in (None: unbound)."""
-    if not port.get("binding:host_id"):
-        return None
-    profile = port.get("binding:profile") or {}
-    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
-    return report.get("region") if isinstance(report, dict) else None
 
 
 def is_compute(port: Mapping[str, Any]) -> bool:
@@ -100,7 +98,7 @@ def _shadow_stale(shadow: Mapping[str, Any], original: Mapping[str, Any]) -> boo
     return (shadow.get("mac_address") != original.get("mac_address")
             or _ips(shadow) != _ips(original)
             or shadow.get("binding:host_id") != original.get("binding:host_id")
-            or remote_agent(shadow) != remote_agent(original))
+            or reported_agent(shadow) != reported_agent(original))
 
 
 def _ips(port: Mapping[str, Any]) -> set[str]:
@@ -125,20 +123,10 @@ def shadow_body(port: Mapping[str, Any]) -> dict[str, Any]:
         "port_security_enabled": False,
         "security_groups": [],
     }
-    agent = remote_agent(port)
+    agent = reported_agent(port)
     if agent:
         body["binding:profile"] = {PROFILE_KEY: {"region": bound_region(port), "agent": agent}}
     return body
-
-
-def remote_agent(port: Mapping[str, Any]) -> dict[str, str] | None:
-    """The L2 agent a region reported for a port's host: {type, host, tunnel_ip}."""
-    profile = port.get("binding:profile") or {}
-    report = profile.get(PROFILE_KEY) if isinstance(profile, dict) else None
-    agent = report.get("agent") if isinstance(report, dict) else None
-    if isinstance(agent, dict) and agent.get("type") and agent.get("host") and agent.get("tunnel_ip"):
-        return {"type": str(agent["type"]), "host": str(agent["host"]), "tunnel_ip": str(agent["tunnel_ip"])}
-    return None
 
 
 def shadow_of(port: Mapping[str, Any]) -> str | None:
