@@ -62,13 +62,12 @@ def build_app(conf: cfg.ConfigOpts, engine: Any = None, handlers: Any = None) ->
     from isthmus.admin.app import AdminApi
     from isthmus.admin.policy import make_enforcer
     from isthmus.db import make_engine
+    from isthmus.db.migration import require_current
     from isthmus.jobs.loader import load_handlers
 
     if engine is None:
         engine = make_engine(conf.database.connection, busy_timeout=conf.jobs.sqlite_busy_timeout)
-        if conf.jobs.create_schema:
-            registry.create_schema(engine)
-            jobs.create_schema(engine)
+        require_current(engine, PROG)
     if handlers is None:
         # The same handlers as isthmus-xjob (same options): the API only needs their
         # types and resource keys, never runs them.
@@ -112,8 +111,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gunicorn.app.base import BaseApplication
     from oslo_log import log as oslo_log
 
+    from isthmus.db import make_engine
+    from isthmus.db.migration import SchemaOutdated, require_current
+
     conf = make_conf(sys.argv[1:] if argv is None else argv)
     oslo_log.setup(conf, PROJECT)
+    engine = make_engine(conf.database.connection)
+    try:  # once here, so a stale schema is one line, not a failed boot per worker
+        require_current(engine, PROG)
+    except SchemaOutdated as exc:
+        LOG.error("%s", exc)
+        return 2
+    finally:
+        engine.dispose()
 
     class Server(BaseApplication):  # type: ignore[misc]
         def load_config(self) -> None:

@@ -12,9 +12,9 @@ import logging
 import sys
 
 from isthmus import __version__
-from isthmus.cli import ccm, sandbox
+from isthmus.cli import ccm, db, sandbox
 
-COMPONENTS = (sandbox, ccm)
+COMPONENTS = (sandbox, db, ccm)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,11 +19,12 @@ def build(conf):
     from isthmus.gateway.catalog import Catalog, keystone_loader
     from isthmus.gateway.proxy import Upstream
     from isthmus.gateway.routing import Router
-    from isthmus.registry import Registry, create_schema
+    from isthmus.db.migration import require_current
+    from isthmus.registry import Registry
 
     g = conf.gateway
     engine = make_engine(conf.database.connection)
-    create_schema(engine)  # idempotent: the gateway's tables (bindings) may be newer than the DB
+    require_current(engine, "isthmus-gateway")
     router = Router(Registry(engine), g.central_region, g.master_region)
     session = config.service_session(conf)
     catalog = Catalog(keystone_loader(session), conf.service_credentials.interface, {g.central_region},
@@ -42,7 +43,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     conf = config.load(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.DEBUG if conf.debug else logging.INFO,
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    gateway = build(conf)
+    from isthmus.db.migration import SchemaOutdated
+
+    try:
+        gateway = build(conf)
+    except SchemaOutdated as exc:
+        logging.getLogger(__name__).error("%s", exc)
+        return 2
     web.run_app(gateway.make_app(), host=conf.gateway.bind_host, port=conf.gateway.bind_port,
                 access_log=None, print=None, shutdown_timeout=5)
     return 0

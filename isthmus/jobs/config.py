@@ -40,7 +40,6 @@ jobs_opts = [
     ),
     cfg.FloatOpt("sqlite_busy_timeout", default=30.0, min=0, help="SQLite: seconds a writer waits for the lock."),
     cfg.BoolOpt("resync_enabled", default=True, help="Run the periodic resyncs that handlers declare."),
-    cfg.BoolOpt("create_schema", default=True, help="Create the job tables at start if missing."),
     cfg.ListOpt(
         "handler_modules",
         default=[],

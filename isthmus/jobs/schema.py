@@ -61,7 +61,9 @@ schedules = sa.Table(
 
 
 def create_schema(engine: Engine) -> None:
-    """Create the engine's tables if missing (idempotent)."""
+    """Create the engine's tables if missing, unversioned (fast test fixtures).
+
+    Services require the versioned schema: ``isthmus db upgrade`` (isthmus.db.migration)."""
     metadata.create_all(engine, checkfirst=True)
 
 

@@ -30,7 +30,7 @@ from isthmus.jobs.loader import ENTRY_POINT_GROUP, load_handlers
 from isthmus.jobs.periodic import ResyncScheduler
 from isthmus.jobs.registry import HandlerRegistry
 from isthmus.jobs.runner import Runner
-from isthmus.jobs.schema import create_schema
+from isthmus.db.migration import SchemaOutdated, require_current
 from isthmus.jobs.store import JobStore
 
 LOG = logging.getLogger(__name__)
@@ -248,8 +248,7 @@ def load_conf(argv: Sequence[str] | None = None) -> cfg.ConfigOpts:
 
 def build_worker(conf: cfg.ConfigOpts) -> Worker:
     engine = make_engine(conf.database.connection, busy_timeout=conf.jobs.sqlite_busy_timeout)
-    if conf.jobs.create_schema:
-        create_schema(engine)
+    require_current(engine, "isthmus-xjob")
     registry = load_handlers(
         HandlerRegistry(), conf.jobs.handler_modules, use_entry_points=conf.jobs.load_entry_points, conf=conf
     )
@@ -263,7 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if conf.debug else logging.INFO,
         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s",
     )
-    worker = build_worker(conf)
+    try:
+        worker = build_worker(conf)
+    except SchemaOutdated as exc:
+        LOG.error("%s", exc)
+        return 2
     if not worker.runner.registry.job_types():
         LOG.error("no job handlers: none from entry points %s nor [jobs] handler_modules", ENTRY_POINT_GROUP)
         return 2

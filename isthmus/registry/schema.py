@@ -48,6 +48,7 @@ bindings = sa.Table(
 )
 
 def create_schema(engine: Engine) -> None:
+    """Unversioned tables for fast test fixtures; services require ``isthmus db upgrade``."""
     metadata.create_all(engine)
 
 

@@ -24,7 +24,6 @@ def write_config(layout: Layout) -> Path:
     return ini.write(config_path(layout), {
         "DEFAULT": {"debug": False, "bind_host": "127.0.0.1", "bind_port": layout.admin_api_port},
         "database": {"connection": layout.isthmus_db_url},
-        "jobs": {"create_schema": False},  # the isthmus-db step made it
         "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION),
     })
 

@@ -37,7 +37,7 @@ def steps(layout: Layout) -> list[Step]:
         Step("keystone-setup", lambda: keystone.prepare(layout), what="schema, keys, bootstrap"),
         Step("keystone", _serve(lambda: keystone.start(layout)), ("keystone-setup",), "starting, waiting for health"),
         Step("catalog", lambda: keystone.register(layout), ("keystone",), "regions, users, services, endpoints"),
-        Step("isthmus-db", lambda: registry.prepare(layout), (), "registry and job schema, pods"),
+        Step("isthmus-db", lambda: registry.prepare(layout), (), "isthmus db upgrade, pods"),
         # After "catalog": the isthmus service user it validates tokens with exists.
         Step(admin_api.NAME, _serve(lambda: admin_api.start(layout)), ("isthmus-db", "catalog"), "starting"),
     ]

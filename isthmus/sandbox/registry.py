@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from isthmus.sandbox import process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 
 def prepare(layout: Layout) -> None:
-    """Schema of the registry and the job engine; CentralRegion plus one pod per
-    region (RegionOne in az1, RegionTwo in az2, ...), as an operator would
+    """``isthmus db upgrade`` (as an operator runs it), then CentralRegion plus one
+    pod per region (RegionOne in az1, RegionTwo in az2, ...), as an operator would
     register them through the Admin API."""
-    from isthmus import jobs, registry
+    from isthmus import registry
     from isthmus.db import make_engine
 
+    process.run([runtime.tool("isthmus"), "db", "upgrade", "--db-url", layout.isthmus_db_url],
+                layout.logs / "isthmus-db.log", what="isthmus db upgrade")
     engine = make_engine(layout.isthmus_db_url)
     try:
-        registry.create_schema(engine)
-        jobs.create_schema(engine)
         pods = registry.Registry(engine)
         pods.ensure_pod(CENTRAL_REGION)
         for region in layout.regions:

@@ -13,6 +13,7 @@ from oslo_config import cfg
 
 from isthmus import registry as reg
 from isthmus.db import make_engine
+from isthmus.db.migration import require_current
 from isthmus.jobs import JobStore
 from isthmus.network import config
 
@@ -22,10 +23,7 @@ _CACHE_SECONDS = 5.0
 class CentralState:
     def __init__(self, url: str) -> None:
         engine = make_engine(url)
-        reg.create_schema(engine)
-        from isthmus.jobs import create_schema as create_job_schema
-
-        create_job_schema(engine)
+        require_current(engine, "neutron-server (isthmus central plugin)")
         self.registry = reg.Registry(engine)
         self.jobs = JobStore(engine)
         self._pods: tuple[float, list[reg.Pod]] = (float("-inf"), [])

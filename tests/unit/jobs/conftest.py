@@ -1,9 +1,7 @@
 """Fixtures: one engine per test on SQLite, PostgreSQL and MariaDB.
 
 For the servers a uniquely named database is created once per session and
-dropped at its end; a server that cannot be reached skips its tests with the
-reason. ISTHMUS_TEST_POSTGRES_URL / ISTHMUS_TEST_MARIADB_URL override the
-admin URLs (default: the local servers, database ``test``).
+dropped at its end (``tests/dbservers.py``).
 """
 
 from __future__ import annotations
@@ -14,20 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from isthmus.jobs import JobStore, ManualClock, create_schema, make_engine
+from isthmus.db.migration import upgrade  # versioned, as the services require
+from isthmus.jobs import JobStore, ManualClock, make_engine
 from isthmus.jobs.schema import metadata
-
-ADMIN_URLS = {
-    "postgresql": os.environ.get(
-        "ISTHMUS_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
-    ),
-    "mariadb": os.environ.get("ISTHMUS_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test"),
-}
-BACKENDS = ["sqlite", "postgresql", "mariadb"]
-
+from tests.dbservers import BACKENDS, Unreachable, create_database, drop_database
 
 @dataclass
 class ServerDatabases:
@@ -45,43 +35,19 @@ class ServerDatabases:
         return self.urls[backend]
 
     def _create(self, backend: str) -> None:
-        admin = sa.engine.make_url(ADMIN_URLS[backend])
         try:
-            engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT", connect_args=_timeout(backend))
-            with engine.connect() as conn:
-                conn.exec_driver_sql(_create_sql(backend, self.name))
-            engine.dispose()
-        except sa.exc.OperationalError as exc:
-            self.errors[backend] = f"{admin.render_as_string(hide_password=True)}: {exc.orig}"
+            url = create_database(backend, self.name)
+        except Unreachable as exc:
+            self.errors[backend] = str(exc)
             return
-        url = admin.set(database=self.name).render_as_string(hide_password=False)
         schema_engine = make_engine(url)
-        create_schema(schema_engine)
+        upgrade(schema_engine)
         schema_engine.dispose()
         self.urls[backend] = url
 
     def drop_all(self) -> None:
         for backend in self.urls:
-            admin = sa.create_engine(ADMIN_URLS[backend], isolation_level="AUTOCOMMIT")
-            with admin.connect() as conn:
-                conn.exec_driver_sql(_drop_sql(backend, self.name))
-            admin.dispose()
-
-
-def _timeout(backend: str) -> dict[str, int]:
-    return {"connect_timeout": 3}
-
-
-def _create_sql(backend: str, name: str) -> str:
-    if backend == "mariadb":
-        return f"CREATE DATABASE {name} CHARACTER SET utf8mb4"
-    return f"CREATE DATABASE {name}"
-
-
-def _drop_sql(backend: str, name: str) -> str:
-    if backend == "postgresql":
-        return f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    return f"DROP DATABASE IF EXISTS {name}"
+            drop_database(backend, self.name)
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +63,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path, server_databases: ServerDat
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/isthmus.sqlite"
         engine = make_engine(url)
-        create_schema(engine)
+        upgrade(engine)
     else:
         url = server_databases.url(request.param)
         engine = make_engine(url)
@@ -113,7 +79,7 @@ def sqlite_url(tmp_path) -> str:
     """SQLite only, for worker behaviour that does not depend on the backend."""
     url = f"sqlite:///{tmp_path}/isthmus.sqlite"
     engine = make_engine(url)
-    create_schema(engine)
+    upgrade(engine)
     engine.dispose()
     return url
 
@@ -121,7 +87,7 @@ def sqlite_url(tmp_path) -> str:
 @pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
     engine = make_engine(db_url)
-    create_schema(engine)
+    upgrade(engine)
     yield engine
     engine.dispose()
 

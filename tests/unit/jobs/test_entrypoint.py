@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from isthmus.jobs import HandlerRegistry, RetryPolicy, make_engine
 from isthmus.jobs import loader
 from isthmus.jobs.config import DEFAULT_CONNECTION, list_opts, retry_policy
-from isthmus.db import is_transient, skip_locked_supported
+from isthmus.db import is_transient, migration, skip_locked_supported
 from isthmus.jobs.worker import build_worker, load_conf, main, settings_from_conf
 
 
@@ -44,9 +44,10 @@ def test_defaults() -> None:
     assert {group for group, _ in list_opts()} == {"database", "jobs"}
 
 
-def test_build_worker_loads_handler_modules_and_creates_tables(tmp_path: Path, monkeypatch) -> None:
+def test_build_worker_loads_handler_modules(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("ISTHMUS_JOBS_TEST_DIR", str(tmp_path))
     url = f"sqlite:///{tmp_path}/jobs.sqlite"
+    migration.upgrade(make_engine(url))
     conf = load_conf(["--config-file", _conf_file(tmp_path, (
         f"[database]\nconnection = {url}\n"
         "[jobs]\nload_entry_points = false\nhandler_modules = tests.unit.jobs.proc_handlers\n"
@@ -58,6 +59,7 @@ def test_build_worker_loads_handler_modules_and_creates_tables(tmp_path: Path, m
 
 
 def test_main_refuses_to_run_without_handlers(tmp_path: Path) -> None:
+    migration.upgrade(make_engine(f"sqlite:///{tmp_path}/jobs.sqlite"))
     path = _conf_file(tmp_path, (
         f"[database]\nconnection = sqlite:///{tmp_path}/jobs.sqlite\n[jobs]\nload_entry_points = false\n"
     ))
