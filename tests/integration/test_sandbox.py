@@ -144,3 +144,13 @@ def test_up_on_a_running_sandbox_reports_status(sandbox):
     assert "already running" in result.stdout
     after = {r.name: r.pid for r in ServiceRecord.load_all(sandbox.state_dir / "run")}
     assert after == before
+
+
+def test_isthmus_db_is_versioned_and_at_head(sandbox):
+    """The sandbox ran `isthmus db upgrade`: a service's own config file finds the
+    database at the code's head, with no drift (what an operator checks)."""
+    conf = sandbox.state_dir / "etc" / "isthmus" / "admin-api.conf"
+    result = isthmus("db", "check", "--config-file", str(conf))
+    assert "(head)" in result.stdout
+    current = isthmus("db", "current", "--config-file", str(conf)).stdout
+    assert "status: current" in current
