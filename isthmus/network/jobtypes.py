@@ -8,3 +8,7 @@ NETWORK_SYNC = "network_sync"
 # Make every regional copy of a project's security groups converge on central,
 # including rules that admit remote-group members bound in other regions.
 SECURITY_GROUP_SYNC = "security_group_sync"
+# One central port changed (security groups, port security, address pairs, DHCP
+# options, name, ...): bring its regional copies and shadows to it. Incremental:
+# touches that port only; network_sync's periodic pass is the backstop.
+PORT_SYNC = "port_sync"

@@ -9,8 +9,9 @@ from isthmus.registry.errors import Conflict, Invalid, NotFound, RegistryError, 
 from isthmus.registry.models import RESOURCE_TYPES, Binding, Pod, Routing
 from isthmus.registry.schema import create_schema, drop_schema
 from isthmus.registry.store import MAX_LIMIT, Registry, regions_for_hints
+from isthmus.registry.tombstones import Tombstones
 
 __all__ = [
     "MAX_LIMIT", "RESOURCE_TYPES", "Binding", "Conflict", "Invalid", "NotFound", "Pod", "Registry", "RegistryError",
-    "Routing", "UnknownAvailabilityZone", "create_schema", "drop_schema", "regions_for_hints",
+    "Routing", "Tombstones", "UnknownAvailabilityZone", "create_schema", "drop_schema", "regions_for_hints",
 ]

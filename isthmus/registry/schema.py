@@ -47,6 +47,20 @@ bindings = sa.Table(
     sa.UniqueConstraint("project_id", "pod_id", name="uq_isthmus_pod_bindings"),
 )
 
+# Proof of deletion: central's own delete event, recorded. Reconcilers remove a
+# regional copy only when central answers "not found" *and* buried it here; a
+# 404 alone (a restore, a misrouted request) never deletes anything.
+tombstones = sa.Table(
+    "isthmus_tombstones",
+    metadata,
+    sa.Column("resource_type", sa.String(64), primary_key=True),
+    sa.Column("resource_id", sa.String(127), primary_key=True),
+    sa.Column("project_id", sa.String(255), nullable=False, default=""),
+    sa.Column("deleted_at", Timestamp, nullable=False),
+    sa.Index("ix_isthmus_tombstones_deleted_at", "deleted_at"),
+)
+
+
 def create_schema(engine: Engine) -> None:
     """Unversioned tables for fast test fixtures; services require ``isthmus db upgrade``."""
     metadata.create_all(engine)

@@ -30,6 +30,7 @@ from isthmus.network import (
     jobtypes,
 )
 from isthmus.network.central.state import state
+from isthmus.network.reconcilers import plans
 
 LOG = logging.getLogger(__name__)
 _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
@@ -38,6 +39,12 @@ _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
 def _report(port: dict) -> dict | None:
     report = binding_report(port)
     return report if report and report.get("region") else None
+
+
+def _is_user_port(port: dict) -> bool:
+    """A port a user owns and regions copy (not DHCP, router or reservation ports, not shadows)."""
+    owner = port.get("device_owner") or ""
+    return not owner.startswith("network:") and owner != SHADOW_OWNER
 
 
 def _is_compute(port: dict) -> bool:
@@ -101,6 +108,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         for port in plugin.get_ports(admin, filters={"network_id": [subnet["network_id"]], "name": list(names)}):
             if not port.get("fixed_ips"):
                 plugin.delete_port(admin, port["id"])
+        state().tombstones.bury("subnet", subnet["id"], subnet["project_id"])
         state().registry.forget(subnet["id"], "subnet")  # the network's sync removes the copies
         self._sync_network(subnet["network_id"], subnet["project_id"], "subnet deleted")
 
@@ -112,11 +120,14 @@ class CentralMechanismDriver(api.MechanismDriver):
         self._sync_network(context.current["id"], context.current["project_id"], "network updated")
 
     def delete_network_postcommit(self, context: api.NetworkContext) -> None:
+        state().tombstones.bury("network", context.current["id"], context.current["project_id"])
         self._sync_network(context.current["id"], context.current["project_id"], "network deleted")
 
     # --- ports -------------------------------------------------------------------
     def update_port_postcommit(self, context: api.PortContext) -> None:
         port, before = context.current, context.original or {}
+        if _is_user_port(port) and plans.port_changes(port, before):
+            self._sync_port(port, before)
         if not _is_compute(port) and not _is_compute(before):
             return
         moved = (port.get(portbindings.HOST_ID) != before.get(portbindings.HOST_ID)
@@ -129,6 +140,7 @@ class CentralMechanismDriver(api.MechanismDriver):
 
     def delete_port_postcommit(self, context: api.PortContext) -> None:
         port = context.current
+        state().tombstones.bury("port", port["id"], port["project_id"])
         routed = state().registry.routings_of(port["id"], "port")
         state().registry.forget(port["id"], "port")
         # Also a user port that is not bound anywhere (a server's port Nova left
@@ -137,6 +149,21 @@ class CentralMechanismDriver(api.MechanismDriver):
         if routed or _report(port) or user_port:
             self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} deleted")
             self._sync_security_groups(port["project_id"], f"port {port['id']} deleted")
+
+    def _sync_port(self, port: dict, before: dict) -> None:
+        """A user changed the port here: its copies must show it (port_sync, this
+        port only). New groups are routed to the port's region first, so the
+        group sync that follows covers them there."""
+        pod = state().pod_of_region((_report(port) or {}).get("region") or "")
+        if pod is not None:
+            for sg in set(port.get("security_groups") or []) - set(before.get("security_groups") or []):
+                state().registry.ensure_routing(sg, sg, pod.pod_id, port["project_id"], "security_group")
+        LOG.debug("isthmus: queue %s %s", jobtypes.PORT_SYNC, port["id"])
+        state().jobs.enqueue(jobtypes.PORT_SYNC, port["id"], project_id=port["project_id"] or None)
+        if port.get("mac_address") != before.get("mac_address"):
+            self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} MAC changed")
+        if port.get("security_groups") != before.get("security_groups"):
+            self._sync_security_groups(port["project_id"], f"port {port['id']} groups changed")
 
     def _record_placement(self, port: dict, before: dict) -> None:
         """Routings say where a central object has copies; reconcilers read them."""
@@ -185,6 +212,10 @@ class CentralMechanismDriver(api.MechanismDriver):
     def _security_group_changed(self, resource, event, trigger, payload) -> None:
         group = payload.latest_state or (payload.states[0] if payload.states else {}) or {}
         project = group.get("project_id") or payload.context.project_id
+        if event == events.AFTER_DELETE:
+            group_id = group.get("id") or payload.resource_id
+            if group_id:
+                state().tombstones.bury("security_group", group_id, project)
         self._sync_security_groups(project, f"group {event}")
 
     # --- job queue ---------------------------------------------------------------

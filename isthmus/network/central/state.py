@@ -25,6 +25,7 @@ class CentralState:
         engine = make_engine(url)
         require_current(engine, "neutron-server (isthmus central plugin)")
         self.registry = reg.Registry(engine)
+        self.tombstones = reg.Tombstones(engine)
         self.jobs = JobStore(engine)
         self._pods: tuple[float, list[reg.Pod]] = (float("-inf"), [])
         self._lock = threading.Lock()

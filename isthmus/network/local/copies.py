@@ -91,6 +91,8 @@ def port_body(central: Mapping[str, Any], request: Mapping[str, Any] | None = No
         body["port_security_enabled"] = central["port_security_enabled"]
     if central.get("allowed_address_pairs"):
         body["allowed_address_pairs"] = central["allowed_address_pairs"]
+    if central.get("extra_dhcp_opts"):
+        body["extra_dhcp_opts"] = dhcp_opts(central["extra_dhcp_opts"])
     for key, value in (request or {}).items():
         if key in ("name", "device_id", "device_owner", "binding:host_id", "binding:vnic_type",
                    "binding:profile", "admin_state_up", "description") and value is not None:
@@ -101,11 +103,18 @@ def port_body(central: Mapping[str, Any], request: Mapping[str, Any] | None = No
 def central_port_request(request: Mapping[str, Any], project_id: str) -> dict[str, Any]:
     """What a regional port create asks central to allocate (UUID, MAC, IPs)."""
     allowed = ("network_id", "name", "description", "admin_state_up", "mac_address", "fixed_ips",
-               "security_groups", "port_security_enabled", "allowed_address_pairs", "device_id",
+               "security_groups", "port_security_enabled", "allowed_address_pairs", "extra_dhcp_opts", "device_id",
                "device_owner", "binding:vnic_type")
     body = {k: request[k] for k in allowed if k in request and _is_set(request[k])}
     body["project_id"] = project_id
     return body
+
+
+def dhcp_opts(options: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """extra_dhcp_opts as a request carries them (GET answers add nothing else today,
+    but only these three keys are writable)."""
+    return [{"opt_name": o["opt_name"], "opt_value": o.get("opt_value"), "ip_version": o.get("ip_version", 4)}
+            for o in options]
 
 
 def rule_key(rule: Mapping[str, Any]) -> tuple:

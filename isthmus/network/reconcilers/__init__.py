@@ -8,6 +8,7 @@ from oslo_config import cfg
 from isthmus.jobs import HandlerRegistry, JobContext, ResourceRef, Resync
 from isthmus.network import jobtypes
 from isthmus.network.reconcilers.network_sync import sync_network
+from isthmus.network.reconcilers.port_sync import sync_port
 from isthmus.network.reconcilers.security_groups import sync_security_groups
 from isthmus.network.reconcilers.services import LazyServices, register_opts
 
@@ -31,6 +32,7 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
     registry.register(
         jobtypes.NETWORK_SYNC, lambda ctx: sync_network(services.get(), ctx),
         resource_keys=("network_id",), resync=Resync(interval, routed("network", "top_id")))
+    registry.register(jobtypes.PORT_SYNC, lambda ctx: sync_port(services.get(), ctx), resource_keys=("port_id",))
     registry.register(
         jobtypes.SECURITY_GROUP_SYNC, lambda ctx: sync_security_groups(services.get(), ctx),
         resource_keys=("project_id",), resync=Resync(interval, routed("security_group", "project_id")))

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.port_sync import update_copy
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
@@ -35,12 +36,19 @@ def sync_network(services: Services, ctx: JobContext) -> None:
     regions = [p.region_name for p in services.registry.regional_pods()]
     shadows = central is not None and _wants_shadows(services, central)
 
+    if central is None and not services.tombstones.is_buried("network", network_id):
+        # Outages are not deletions: a 404 that central never recorded as its own
+        # delete (a restore, a misrouted request) changes nothing. The periodic
+        # resync runs this again; copies stay until central's delete is recorded.
+        raise PermanentFailure(f"central has no network {network_id} but recorded no delete of it; "
+                               "regional copies kept")
+
     def sync_region(region: str) -> None:
         neutron = services.neutron(region)
         if central is None:
             _remove_copy(neutron, network_id)
         elif region in routed or _holds_copy(neutron, network_id):
-            _converge(services.central, neutron, region, central, subnets, shadows)
+            _converge(services, neutron, region, central, subnets, shadows)
 
     # Regions side by side: each is its own Neutron, and a slow one delays no other.
     with ThreadPoolExecutor(max_workers=max(1, min(_MAX_PARALLEL_REGIONS, len(regions))),
@@ -74,8 +82,9 @@ def _holds_copy(neutron: NeutronClient, network_id: str) -> bool:
                 or neutron.list("ports", network_id=network_id, fields="id"))
 
 
-def _converge(top: NeutronClient, neutron: NeutronClient, region: str, central: dict, subnets: list[dict],
+def _converge(services: Services, neutron: NeutronClient, region: str, central: dict, subnets: list[dict],
               shadows: bool) -> None:
+    top = services.central
     # A GET by id makes the local plugin copy a network it lost (drift repair).
     copy = neutron.get("networks", central["id"])
     if copy is None:
@@ -98,7 +107,9 @@ def _converge(top: NeutronClient, neutron: NeutronClient, region: str, central: 
     # its regional copy, so every regional port listed here is in central's list
     # unless central deleted it. (The other order deletes ports being created.)
     regional_ports = neutron.list("ports", network_id=central["id"])
-    plan = plans.plan_ports(region, top.list("ports", network_id=central["id"]), regional_ports, shadows)
+    central_ports = top.list("ports", network_id=central["id"])
+    deleted = services.tombstones.buried("port", plans.missing_at_central(central_ports, regional_ports))
+    plan = plans.plan_ports(region, central_ports, regional_ports, shadows, deleted)
     by_id = {p["id"]: p for p in regional_ports}
     for port_id in plan.delete:
         # Deleting a regional compute port deletes it at central too (local
@@ -107,6 +118,13 @@ def _converge(top: NeutronClient, neutron: NeutronClient, region: str, central: 
             continue
         LOG.info("network %s in %s: deleting port %s", central["id"], region, port_id)
         neutron.delete("ports", port_id)
+    # Drift repair of user-settable fields (port_sync does it per event).
+    central_by_id = {p["id"]: p for p in central_ports}
+    for port in regional_ports:
+        original = central_by_id.get(port["id"])
+        if (original is not None and port["id"] not in plan.delete and not plans.is_shadow(port)
+                and not (port.get("device_owner") or "").startswith("network:")):
+            update_copy(services, neutron, region, port, original)
     for body in plan.create_shadows:
         LOG.info("network %s in %s: shadow of port %s", central["id"], region, plans.shadow_of(body))
         try:
@@ -114,8 +132,10 @@ def _converge(top: NeutronClient, neutron: NeutronClient, region: str, central: 
         except Rejected as err:
             if err.status != 409:  # 409: created concurrently, converged
                 raise
-    for regional in neutron.list("subnets", network_id=central["id"]):
-        if regional["id"] not in central_subnets:
+    stray = [s for s in neutron.list("subnets", network_id=central["id"]) if s["id"] not in central_subnets]
+    deleted_subnets = services.tombstones.buried("subnet", [s["id"] for s in stray])
+    for regional in stray:
+        if regional["id"] in deleted_subnets:
             _remove_subnet(neutron, regional)
 
 

@@ -4,7 +4,7 @@ has, what to create, change and delete there. No I/O, so unit-tested directly.""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +16,13 @@ from isthmus.network import (
     shadow_port_id,
     shadow_port_name,
 )
-from isthmus.network.local.copies import rule_body, rule_key
+from isthmus.network.local.copies import dhcp_opts, rule_body, rule_key
 
 NETWORK_FIELDS = ("name", "description", "admin_state_up", "shared")
+# What a user may set on a central port and its regional copy must show; binding
+# fields are the region's own (it reports them to central, not the reverse).
+PORT_FIELDS = ("name", "description", "admin_state_up", "security_groups", "port_security_enabled",
+               "allowed_address_pairs", "extra_dhcp_opts", "fixed_ips", "mac_address")
 SUBNET_FIELDS = ("name", "description", "enable_dhcp", "dns_nameservers", "host_routes")
 MEMBER_RULE_TAG = "isthmus:member-of:"
 
@@ -46,18 +50,52 @@ def changed_fields(central: Mapping[str, Any], copy: Mapping[str, Any], fields: 
     return out
 
 
+def port_changes(central: Mapping[str, Any], copy: Mapping[str, Any]) -> dict[str, Any]:
+    """The update that makes a regional copy show central's user-settable fields."""
+    changes = changed_fields(central, copy, [f for f in PORT_FIELDS if f not in ("fixed_ips", "extra_dhcp_opts")])
+    if _fixed(central) != _fixed(copy):
+        changes["fixed_ips"] = [{"subnet_id": s, "ip_address": a} for s, a in sorted(_fixed(central))]
+    want, have = _options(central), _options(copy)
+    if want != have:
+        # Neutron merges extra_dhcp_opts on update; an option is removed by a None value.
+        changes["extra_dhcp_opts"] = dhcp_opts(central.get("extra_dhcp_opts") or []) + [
+            {"opt_name": name, "opt_value": None, "ip_version": version}
+            for (name, version) in sorted(set(have) - set(want))]
+    return changes
+
+
+def _fixed(port: Mapping[str, Any]) -> set[tuple[str, str]]:
+    return {(ip["subnet_id"], ip["ip_address"]) for ip in port.get("fixed_ips") or []}
+
+
+def _options(port: Mapping[str, Any]) -> dict[tuple[str, int], Any]:
+    return {(o["opt_name"], int(o.get("ip_version") or 4)): o.get("opt_value")
+            for o in port.get("extra_dhcp_opts") or []}
+
+
 @dataclass
 class PortPlan:
     delete: list[str] = field(default_factory=list)
     create_shadows: list[dict[str, Any]] = field(default_factory=list)
 
 
+def missing_at_central(central_ports: list[dict], regional_ports: list[dict]) -> set[str]:
+    """Regional user ports and shadows whose central port is not in central's list:
+    the ids to check against the tombstones before anything is deleted."""
+    central_ids = {p["id"] for p in central_ports}
+    return {p["id"] for p in regional_ports
+            if p["id"] not in central_ids and not (p.get("device_owner") or "").startswith("network:")}
+
+
 def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict],
-               shadows: bool = True) -> PortPlan:
+               shadows: bool = True, deleted: Collection[str] = ()) -> PortPlan:
     """Regional ports of one network against central's.
 
-    * a user port (compute or unbound) central no longer has was deleted at central: delete it;
-    * a shadow whose original is gone, moved here, or unbound: delete it
+    ``deleted``: ports central deleted (tombstones). A port merely missing from
+    central's list is kept: only central's recorded delete is proof.
+
+    * a user port (compute or unbound) central deleted: delete it;
+    * a shadow whose original central deleted, or that moved here or was unbound: delete it
       (every shadow, when ``shadows`` is off: noop mode or a non-VxLAN network);
     * an unbound stale copy of a port now bound in another region: delete it
       (the port moved; a shadow replaces it);
@@ -68,11 +106,14 @@ def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict
     have = {p["id"]: p for p in regional_ports}
     for port in regional_ports:
         original = central_by_id.get(port["id"])
+        gone = original is None and port["id"] in deleted
         if is_shadow(port):
-            if (not shadows or original is None or bound_region(original) in (None, region)
-                    or _shadow_stale(port, original)):
+            if original is None:
+                if gone or not shadows:
+                    plan.delete.append(port["id"])
+            elif not shadows or bound_region(original) in (None, region) or shadow_is_stale(port, original):
                 plan.delete.append(port["id"])
-        elif original is None and not (port.get("device_owner") or "").startswith("network:"):
+        elif gone and not (port.get("device_owner") or "").startswith("network:"):
             # A user port deleted at central. Not only compute ports: Nova leaves a
             # port it did not create unbound (device_owner "") when its server goes,
             # and that copy kept the port's security groups in use here (B29).
@@ -94,7 +135,7 @@ def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict
     return plan
 
 
-def _shadow_stale(shadow: Mapping[str, Any], original: Mapping[str, Any]) -> bool:
+def shadow_is_stale(shadow: Mapping[str, Any], original: Mapping[str, Any]) -> bool:
     return (shadow.get("mac_address") != original.get("mac_address")
             or _ips(shadow) != _ips(original)
             or shadow.get("binding:host_id") != original.get("binding:host_id")

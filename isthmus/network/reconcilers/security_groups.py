@@ -21,8 +21,15 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
         ports = services.central.list("ports", project_id=project_id)
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
-    central_ids = {g["id"] for g in groups}
     routings = services.registry.list_routings({"project_id": project_id, "resource_type": "security_group"})
+    try:
+        # Groups the project's ports use but another project owns (shared by RBAC)
+        # are not in the project's list: read them by id, never take them for deleted.
+        groups += _foreign_groups(services.central, {r.top_id for r in routings} - {g["id"] for g in groups})
+    except Unavailable as err:
+        raise RetryLater(f"central: {err}") from err
+    by_id = {g["id"]: g for g in groups}
+    deleted = services.tombstones.buried("security_group", {r.top_id for r in routings} - set(by_id))
     unreachable: list[str] = []
     for routing in routings:
         region = services.region_of_pod(routing.pod_id)
@@ -30,11 +37,15 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
             continue
         neutron = services.neutron(region)
         try:
-            if routing.top_id not in central_ids:
-                neutron.delete("security-groups", routing.top_id)  # deleted at central
-                services.registry.delete_routing(routing.id)
+            if routing.top_id not in by_id:
+                if routing.top_id in deleted:  # central's recorded delete: proof
+                    neutron.delete("security-groups", routing.top_id)
+                    services.registry.delete_routing(routing.id)
+                else:
+                    LOG.warning("security group %s: not at central, no delete recorded; copy in %s kept",
+                                routing.top_id, region)
                 continue
-            group = next(g for g in groups if g["id"] == routing.top_id)
+            group = by_id[routing.top_id]
             copy = neutron.get("security-groups", group["id"])  # a GET re-copies a lost group
             if copy is None:
                 continue
@@ -58,6 +69,10 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
 
 
 _BULK = 100
+
+
+def _foreign_groups(central: NeutronClient, ids: set[str]) -> list[dict]:
+    return [g for g in (central.get("security-groups", i) for i in sorted(ids)) if g is not None]
 
 
 def _create_rules(neutron: NeutronClient, rules: list[dict]) -> None:

@@ -13,7 +13,7 @@ from oslo_config import cfg
 from isthmus.clients import NeutronClient, RegionClients, load_session
 from isthmus.clients.regions import register_auth_opts
 from isthmus.db import make_engine
-from isthmus.registry import Registry
+from isthmus.registry import Registry, Tombstones
 
 SERVICE_AUTH_GROUP = "isthmus_service"
 OPTS = [
@@ -40,6 +40,7 @@ class Services:
     registry: Registry
     clients: RegionClients
     central_region: str
+    tombstones: Tombstones
     cross_region_l2: str = "shadow"
 
     @property
@@ -69,8 +70,10 @@ class LazyServices:
                     raise RuntimeError("network reconcilers are not configured (no worker configuration)")
                 conf = self.conf
                 session = load_session(conf, SERVICE_AUTH_GROUP)
+                engine = make_engine(conf.database.connection)
                 self._services = Services(
-                    registry=Registry(make_engine(conf.database.connection)),
+                    registry=Registry(engine),
+                    tombstones=Tombstones(engine),
                     clients=RegionClients(session, user_agent="isthmus-xjob"),
                     central_region=conf.isthmus.central_region,
                     cross_region_l2=conf.isthmus.cross_region_l2,

@@ -123,13 +123,18 @@ def test_database_from_before_migrations_is_adopted(tmp_path: Path) -> None:
     """An earlier Isthmus made its tables with create_all at start (the gateway only
     the registry's): upgrade keeps their rows and adds what is missing."""
     engine = make_engine(f"sqlite:///{tmp_path}/old.sqlite")
-    registry.create_schema(engine)
+    # What that release's create_all made: the baseline's tables, no version table.
+    migration.upgrade(engine, BASELINE)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE {migration.VERSION_TABLE}")
+        conn.exec_driver_sql("DROP TABLE isthmus_jobs")  # the gateway made only the registry's
     reg = registry.Registry(engine)
     pod = reg.create_pod("RegionOne", "az1")
     assert migration.inspect(engine).status is migration.SchemaStatus.UNVERSIONED
     assert migration.upgrade(engine).status is migration.SchemaStatus.CURRENT
     assert reg.pods() == [pod]
     assert migration.drift(engine) == []
+    assert jobs.JobStore(engine).counts() is not None
     engine.dispose()
 
 

@@ -14,8 +14,22 @@ def _port(port_id, owner="", host="", region=None):
 def test_an_unbound_copy_of_a_port_deleted_at_central_is_deleted():
     # Nova leaves a pre-created port unbound (device_owner "") when its server goes;
     # once central deletes the port, the copy must go (it holds security groups).
-    plan = plans.plan_ports("RegionOne", [], [_port("a"), _port("b", owner="compute:az1", host="h")])
+    regional = [_port("a"), _port("b", owner="compute:az1", host="h")]
+    assert plans.missing_at_central([], regional) == {"a", "b"}
+    plan = plans.plan_ports("RegionOne", [], regional, deleted={"a", "b"})
     assert sorted(plan.delete) == ["a", "b"]
+
+
+def test_a_port_missing_at_central_without_a_tombstone_is_kept():
+    """Outages are not deletions: a truncated or failed central read, or a 404
+    central never recorded as its own delete, removes nothing."""
+    local_vm = _port("b", owner="compute:az1", host="h", region="RegionOne")
+    shadow = plans.shadow_body(_remote_vm())
+    shadow["id"] = "r"
+    regional = [_port("a"), local_vm, shadow, _port("d", owner="network:dhcp")]
+    assert plans.missing_at_central([], regional) == {"a", "b", "r"}
+    assert plans.plan_ports("RegionOne", [], regional).delete == []
+    assert sorted(plans.plan_ports("RegionOne", [], regional, deleted={"r"}).delete) == ["r"]
 
 
 def test_network_owned_ports_and_live_copies_stay():
