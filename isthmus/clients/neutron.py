@@ -8,6 +8,7 @@ read as "gone"; another 4xx is :class:`Rejected` with Neutron's message.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
@@ -63,8 +64,35 @@ class NeutronClient:
         return body[singular(collection)] if body else None
 
     def list(self, collection: str, **filters: Any) -> list[dict]:
-        body = self.call("GET", collection, params=filters) or {}
-        return body.get(_COLLECTION_KEYS.get(collection, collection), [])
+        """Every item, whatever ``pagination_max_limit`` the server has: a
+        truncated list would make reconcilers delete what they did not see, so
+        a list that cannot be completed raises :class:`Unavailable`."""
+        items: list[dict] = []
+        params = dict(filters)
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            page, links = self._page(collection, params, first=not seen)
+            items.extend(page)
+            try:
+                marker = _next_marker(links, page, _page_size(params.get("limit")))
+            except ValueError as err:
+                raise Unavailable(f"{self.region} Neutron listing {collection}: {err}") from err
+            if marker is None:
+                return items
+            if marker in seen:  # a server going round in circles: never a partial list
+                raise Unavailable(f"{self.region} Neutron repeated marker {marker} listing {collection}")
+            seen.add(marker)
+            params = {**filters, **_next_page(links, params), "marker": marker}
+        raise Unavailable(f"{self.region} Neutron: {collection} list longer than {MAX_PAGES} pages")
+
+    def _page(self, collection: str, params: dict, first: bool) -> tuple[list[dict], Any]:
+        """One page's items and ``<collection>_links``."""
+        key = _COLLECTION_KEYS.get(collection, collection)
+        body = self.call("GET", collection, params=params)
+        if body is None and not first:  # the marker was deleted meanwhile: the rest is unknown
+            raise Unavailable(f"{self.region} Neutron lost marker {params.get('marker')} listing {collection}")
+        body = body or {}
+        return body.get(key, []), body.get(f"{key}_links")
 
     def create(self, collection: str, obj: dict) -> dict:
         key = singular(collection)
@@ -91,6 +119,54 @@ class NeutronClient:
     def delete(self, collection: str, obj_id: str) -> bool:
         """True if deleted, False if it was already gone."""
         return self.call("DELETE", f"{collection}/{obj_id}") is not None
+
+
+MAX_PAGES = 10_000  # bounds a list whose server keeps inventing markers
+
+
+def _next_link(links: Any) -> str | None:
+    for link in links or []:
+        if isinstance(link, dict) and link.get("rel") == "next" and link.get("href"):
+            return link["href"]
+    return None
+
+
+def _page_size(limit: Any) -> int | None:
+    try:
+        return int(limit) if limit is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _next_marker(links: Any, page: list[dict], page_size: int | None) -> str | None:
+    """The marker of the next page; None when this page was the last.
+
+    Neutron links a next page whenever a page is full (so a list ending exactly
+    at the limit costs one more, empty, page). Its marker is the next link's,
+    else the last item's id (a link without one, or a full page of a known size
+    left unlinked)."""
+    if not page:
+        return None
+    href = _next_link(links)
+    if href is not None:
+        marker = parse_qs(urlsplit(href).query).get("marker")
+        if marker:
+            return marker[-1]
+    elif page_size is None or len(page) < page_size:
+        return None
+    last = page[-1].get("id") if isinstance(page[-1], dict) else None
+    if not last:
+        raise ValueError("a next page without a marker, and items without ids")
+    return str(last)
+
+
+def _next_page(links: Any, params: dict) -> dict:
+    """The page size to ask next: the next link's ``limit``, else the one asked."""
+    href = _next_link(links)
+    limit = parse_qs(urlsplit(href).query).get("limit") if href else None
+    if limit:
+        return {"limit": limit[-1]}
+    return {"limit": params["limit"]} if "limit" in params else {}
 
 
 def _message(resp) -> str:
