@@ -34,10 +34,19 @@ def singular(collection: str) -> str:
             "networks": "network", "subnets": "subnet", "ports": "port"}[collection]
 
 
+DEFAULT_TIMEOUT = 10.0
+
+
 class NeutronClient:
-    def __init__(self, http: ks_adapter.Adapter, region: str) -> None:
+    """``timeout`` bounds each HTTP attempt (keystoneauth's own default is none:
+    a Neutron that accepts connections and never answers would hang the caller)."""
+
+    def __init__(self, http: ks_adapter.Adapter, region: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
         self.http = http
         self.region = region
+        self.timeout = timeout
 
     def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict | None:
         """The response body; None for a 404."""
@@ -48,7 +57,8 @@ class NeutronClient:
 
     def _send(self, method: str, path: str, body: dict | None, params: dict | None):
         try:
-            return self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False)
+            return self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False,
+                                     timeout=self.timeout)
         except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
             raise Unavailable(f"{self.region} Neutron unreachable: {err}") from err
 
