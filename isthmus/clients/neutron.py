@@ -3,6 +3,9 @@
 Errors keep "not found" apart from "could not tell": a 404 is ``None``; an
 unreachable region or a 5xx is :class:`Unavailable`, which callers must never
 read as "gone"; another 4xx is :class:`Rejected` with Neutron's message.
+
+Every request is bounded by ``timeout`` and first runs the caller's
+:mod:`isthmus.callguard` (the job runner's: stop once the job must stop).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
+
+from isthmus import callguard
 
 
 class Unavailable(Exception):
@@ -56,6 +61,7 @@ class NeutronClient:
         return self._body(resp)
 
     def _send(self, method: str, path: str, body: dict | None, params: dict | None):
+        callguard.check()  # e.g. a job whose lease was lost stops here, before touching a region
         try:
             return self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False,
                                      timeout=self.timeout)

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from oslo_config import cfg
 
@@ -28,7 +29,7 @@ from isthmus.db import make_engine
 from isthmus.jobs.leases import Claim, Leases
 from isthmus.jobs.loader import ENTRY_POINT_GROUP, load_handlers
 from isthmus.jobs.periodic import ResyncScheduler
-from isthmus.jobs.registry import HandlerRegistry
+from isthmus.jobs.registry import DEFAULT_RUN_DEADLINE, HandlerRegistry, LeaseWatch
 from isthmus.jobs.runner import Runner
 from isthmus.db.migration import SchemaOutdated, require_current
 from isthmus.jobs.store import JobStore
@@ -48,10 +49,13 @@ class WorkerSettings:
     shutdown_grace: float = 30.0
     resync: bool = True
     owner: str = field(default_factory=default_owner)
+    run_deadline: float = DEFAULT_RUN_DEADLINE  # of job types that declare none
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if self.run_deadline <= 0:
+            raise ValueError("run_deadline must be > 0")
 
     @property
     def renew_every(self) -> float:
@@ -63,6 +67,7 @@ class WorkerSettings:
 class _Running:
     claim: Claim
     stop: threading.Event
+    lease: LeaseWatch  # shared with the handler's context: renewals move it on
     thread: threading.Thread | None = None
 
 
@@ -77,7 +82,9 @@ class Worker:
     ) -> None:
         self.settings = settings or WorkerSettings()
         self.leases = Leases(store.engine, store.clock, self.settings.owner, self.settings.lease_seconds)
-        self.runner = Runner(self.leases, registry, policy or RetryPolicy(), rand)
+        self.runner = Runner(
+            self.leases, registry, policy or RetryPolicy(), rand, default_deadline=self.settings.run_deadline
+        )
         self.scheduler = ResyncScheduler(store, registry, self.settings.owner)
         self._stopping = threading.Event()
         self._force = threading.Event()
@@ -136,7 +143,7 @@ class Worker:
             self._start(claim)
 
     def _start(self, claim: Claim) -> None:
-        entry = _Running(claim, threading.Event())
+        entry = _Running(claim, threading.Event(), LeaseWatch(claim.job.lease_expires_at))
         entry.thread = threading.Thread(
             target=self._execute, args=(entry,), name=f"job-{claim.job.job_type}", daemon=True
         )
@@ -146,7 +153,7 @@ class Worker:
 
     def _execute(self, entry: _Running) -> None:
         try:
-            self.runner.run(entry.claim, entry.stop)
+            self.runner.run(entry.claim, entry.stop, entry.lease)
         except Exception:  # noqa: BLE001 - e.g. DB down while storing the outcome
             LOG.exception("job %s: storing the outcome failed; the lease will expire", entry.claim.job.id)
         finally:
@@ -159,8 +166,13 @@ class Worker:
             entries = list(self._running.values())
         for entry in entries:
             try:
-                if not self.leases.renew(entry.claim):
+                # Taken before the renewal, so the handler's view never outlasts the row's.
+                renewed_until = self.leases.clock.now() + timedelta(seconds=self.settings.lease_seconds)
+                if self.leases.renew(entry.claim):
+                    entry.lease.expires_at = renewed_until
+                else:
                     LOG.warning("job %s: lease lost, asking its handler to stop", entry.claim.job.id)
+                    entry.lease.lost = True
                     entry.stop.set()
             except Exception:  # noqa: BLE001 - keep trying; the lease may still be valid
                 LOG.exception("renewing lease of job %s failed", entry.claim.job.id)
@@ -234,6 +246,7 @@ def settings_from_conf(conf: cfg.ConfigOpts) -> WorkerSettings:
         shutdown_grace=conf.jobs.shutdown_grace,
         resync=conf.jobs.resync_enabled,
         owner=conf.jobs.worker_name or default_owner(),
+        run_deadline=conf.jobs.run_deadline,
     )
 
 
