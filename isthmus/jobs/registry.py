@@ -79,14 +79,15 @@ class JobContext:
 
     def stop_reason(self) -> str | None:
         """Why the run must end now, or None."""
+        return self._must_stop() or ("worker stopping" if self._stop.is_set() else None)
+
+    def _must_stop(self) -> str | None:
         if self._lease.lost:
             return "lease lost to another worker"
         if self._lease.expires_at is not None and self._clock.now() >= self._lease.expires_at:
             return "lease expired (not renewed in time)"
         if self.deadline_exceeded():
             return "run deadline passed"
-        if self._stop.is_set():
-            return "worker stopping"
         return None
 
     def should_stop(self) -> bool:
@@ -95,13 +96,17 @@ class JobContext:
 
         A long handler checks it between steps and returns early (raising
         ``RetryLater``) or calls :meth:`check`; stopping is always safe because
-        handlers are idempotent. Region clients check it before each request.
+        handlers are idempotent.
         """
         return self.stop_reason() is not None
 
-    def check(self) -> None:
-        """Raise :class:`Stopped` if the run must end (never counted as a failure)."""
-        reason = self.stop_reason()
+    def check(self, *, shutdown: bool = True) -> None:
+        """Raise :class:`Stopped` if the run must end (never counted as a failure).
+
+        The runner's call guard passes ``shutdown=False``: region calls stop a
+        run whose lease or deadline is gone, while a stopping worker lets them
+        go on for its ``shutdown_grace``."""
+        reason = self.stop_reason() if shutdown else self._must_stop()
         if reason is not None:
             # Shutdown: due again at once elsewhere; else the type's backoff.
             raise Stopped(reason, delay=0.0 if reason == "worker stopping" else None)

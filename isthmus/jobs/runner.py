@@ -53,8 +53,8 @@ class Runner:
         try:
             try:
                 # Region clients check the context before each request: a run
-                # that must stop does so at its next call, not when it returns.
-                with callguard.installed(ctx.check):
+                # whose lease or deadline is gone stops at its next call.
+                with callguard.installed(lambda: ctx.check(shutdown=False)):
                     spec.handler(ctx)
             except Stopped as exc:
                 if ctx.lease_lost():  # the new owner's outcome wins; write nothing

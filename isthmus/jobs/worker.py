@@ -219,6 +219,7 @@ class Worker:
         with self._lock:
             entries = list(self._running.values())
         for entry in entries:
+            entry.lease.lost = True  # given back: the handler's next region call raises
             try:
                 if self.leases.release(entry.claim):
                     LOG.warning("job %s released unfinished at shutdown", entry.claim.job.id)

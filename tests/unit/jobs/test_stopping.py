@@ -238,3 +238,44 @@ def test_a_lease_lost_at_renewal_stops_the_handler_at_its_next_call(
     now = store.get(job.id)
     assert now.lease_owner == "worker-b" and now.version == claim_b.job.version
     assert now.failures == 1  # the takeover's, as ever; the stopped run added none
+
+
+def test_a_stopping_worker_lets_region_calls_go_on_within_its_grace(
+    store: JobStore, clock: ManualClock
+) -> None:
+    neutron, http = _region()
+    stop = threading.Event()
+    registry = HandlerRegistry()
+
+    def handler(ctx: JobContext) -> None:
+        stop.set()
+        neutron.get("networks", "net-1")  # still sent: the run may finish
+        assert ctx.should_stop()
+
+    registry.register("sync", handler)
+    runner = make_runner(store, registry)
+    job = store.enqueue("sync", "net-1")
+    [claim] = runner.claim(1)
+    runner.run(claim, stop)
+    assert len(http.calls) == 1 and store.get(job.id).status is JobStatus.SUCCESS
+
+
+def test_a_job_released_at_shutdown_sends_nothing_more(store: JobStore, clock: ManualClock) -> None:
+    neutron, http = _region()
+    registry = HandlerRegistry()
+    go_on = threading.Event()
+
+    def handler(ctx: JobContext) -> None:
+        go_on.wait(10)  # ignores should_stop()
+        neutron.get("networks", "net-1")
+
+    registry.register("sync", handler)
+    worker = Worker(store, registry, WorkerSettings(lease_seconds=30, shutdown_grace=0.05), NO_JITTER)
+    job = store.enqueue("sync", "net-1")
+    [claim] = worker.runner.claim(1)
+    worker._start(claim)
+    worker._shutdown()
+    assert store.get(job.id).status is JobStatus.NEW  # released
+    go_on.set()
+    wait_for(lambda: not worker.running_jobs)
+    assert http.calls == [] and store.get(job.id).status is JobStatus.NEW
