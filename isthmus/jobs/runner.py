@@ -34,6 +34,18 @@ class Runner:
     def policies(self) -> dict[str, RetryPolicy]:
         return self.registry.policies(self.default_policy)
 
+    def deadline_of(self, job_type: str) -> float:
+        return self.registry.get(job_type).deadline or self.default_deadline
+
+    def abandon(self, claim: Claim, reason: str) -> Job | None:
+        """Record a run whose handler would not stop as a failed attempt (so a
+        job that hangs every time ends in FAIL); None if the lease was lost."""
+        spec = self.registry.get(claim.job.job_type)
+        try:
+            return self.leases.fail(claim, reason, spec.retry or self.default_policy, rand=self.rand)
+        except LeaseLost:
+            return None
+
     def claim(self, limit: int) -> list[Claim]:
         return self.leases.claim(self.policies(), limit)
 
@@ -47,7 +59,7 @@ class Runner:
         job = claim.job
         spec = self.registry.get(job.job_type)
         policy = spec.retry or self.default_policy
-        deadline = self.leases.clock.now() + timedelta(seconds=spec.deadline or self.default_deadline)
+        deadline = self.leases.clock.now() + timedelta(seconds=self.deadline_of(job.job_type))
         lease = lease or LeaseWatch(job.lease_expires_at)
         ctx = _context(job, stop or threading.Event(), deadline, self.leases, lease)
         try:

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from oslo_config import cfg
 
@@ -68,6 +68,7 @@ class _Running:
     claim: Claim
     stop: threading.Event
     lease: LeaseWatch  # shared with the handler's context: renewals move it on
+    abandon_at: datetime  # still running then: the handler ignored its deadline
     thread: threading.Thread | None = None
 
 
@@ -143,7 +144,11 @@ class Worker:
             self._start(claim)
 
     def _start(self, claim: Claim) -> None:
-        entry = _Running(claim, threading.Event(), LeaseWatch(claim.job.lease_expires_at))
+        # One lease length past the deadline: time for a call in flight to time
+        # out and the handler to return after its next region call raised.
+        grace = self.runner.deadline_of(claim.job.job_type) + self.settings.lease_seconds
+        abandon_at = self.leases.clock.now() + timedelta(seconds=grace)
+        entry = _Running(claim, threading.Event(), LeaseWatch(claim.job.lease_expires_at), abandon_at)
         entry.thread = threading.Thread(
             target=self._execute, args=(entry,), name=f"job-{claim.job.job_type}", daemon=True
         )
@@ -158,13 +163,17 @@ class Worker:
             LOG.exception("job %s: storing the outcome failed; the lease will expire", entry.claim.job.id)
         finally:
             with self._lock:
-                self._running.pop(entry.claim.job.id, None)
+                if self._running.get(entry.claim.job.id) is entry:  # not a later run of the job
+                    del self._running[entry.claim.job.id]
             self._wake.set()  # a slot is free: claim again without waiting a poll
 
     def _renew_all(self) -> None:
         with self._lock:
             entries = list(self._running.values())
         for entry in entries:
+            if self.leases.clock.now() >= entry.abandon_at:
+                self._abandon(entry)
+                continue
             try:
                 # Taken before the renewal, so the handler's view never outlasts the row's.
                 renewed_until = self.leases.clock.now() + timedelta(seconds=self.settings.lease_seconds)
@@ -176,6 +185,25 @@ class Worker:
                     entry.stop.set()
             except Exception:  # noqa: BLE001 - keep trying; the lease may still be valid
                 LOG.exception("renewing lease of job %s failed", entry.claim.job.id)
+
+    def _abandon(self, entry: _Running) -> None:
+        """Free the slot and the job of a handler that ignored its deadline.
+
+        Its thread cannot be killed: it runs on as a daemon, every region call
+        it makes raises, and its outcome is dropped (the lease is gone)."""
+        job = entry.claim.job
+        entry.lease.lost = True
+        entry.stop.set()
+        with self._lock:
+            if self._running.get(job.id) is entry:
+                del self._running[job.id]
+        LOG.error("job %s (%s %s): still running long past its deadline; abandoned", job.id, job.job_type,
+                  job.resource_id)
+        try:
+            self.runner.abandon(entry.claim, "run deadline passed and the handler did not stop")
+        except Exception:  # noqa: BLE001 - the lease will expire instead (also a failure)
+            LOG.exception("job %s: recording the abandoned run failed", job.id)
+        self._wake.set()
 
     # -- periodic resync ---------------------------------------------------------
 

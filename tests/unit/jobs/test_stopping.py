@@ -279,3 +279,35 @@ def test_a_job_released_at_shutdown_sends_nothing_more(store: JobStore, clock: M
     go_on.set()
     wait_for(lambda: not worker.running_jobs)
     assert http.calls == [] and store.get(job.id).status is JobStatus.NEW
+
+
+def test_a_handler_ignoring_its_deadline_is_abandoned_as_a_failure(store: JobStore, clock: ManualClock) -> None:
+    neutron, http = _region()
+    registry = HandlerRegistry()
+    go_on = threading.Event()
+
+    def handler(ctx: JobContext) -> None:
+        go_on.wait(10)  # stuck, not checking anything
+        neutron.get("networks", "net-1")
+
+    registry.register("sync", handler, deadline=5)
+    worker = Worker(store, registry, WorkerSettings(lease_seconds=30, owner="worker-a"), NO_JITTER)
+    job = store.enqueue("sync", "net-1")
+    [claim] = worker.runner.claim(1)
+    worker._start(claim)
+    [entry] = worker._running.values()
+
+    clock.advance(34)
+    worker._renew_all()  # past the deadline, within the grace of one lease: kept
+    assert worker.running_jobs == [job.id]
+    clock.advance(1)
+    worker._renew_all()
+    assert worker.running_jobs == []  # the slot is free again
+    failed = store.get(job.id)
+    assert failed.status is JobStatus.NEW and failed.failures == 1 and failed.lease_owner is None
+    assert "did not stop" in failed.last_error
+
+    go_on.set()  # the stuck thread wakes: it sends nothing and records nothing
+    entry.thread.join(10)
+    assert not entry.thread.is_alive()
+    assert http.calls == [] and store.get(job.id).version == failed.version
