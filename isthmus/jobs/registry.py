@@ -106,10 +106,11 @@ class JobContext:
         The runner's call guard passes ``shutdown=False``: region calls stop a
         run whose lease or deadline is gone, while a stopping worker lets them
         go on for its ``shutdown_grace``."""
-        reason = self.stop_reason() if shutdown else self._must_stop()
+        reason = self._must_stop()
         if reason is not None:
-            # Shutdown: due again at once elsewhere; else the type's backoff.
-            raise Stopped(reason, delay=0.0 if reason == "worker stopping" else None)
+            raise Stopped(reason)  # again after the type's backoff
+        if shutdown and self._stop.is_set():
+            raise Stopped("worker stopping", delay=0.0)  # due again at once, on another worker
 
 
 Handler = Callable[[JobContext], None]
