@@ -3,14 +3,20 @@
 Errors keep "not found" apart from "could not tell": a 404 is ``None``; an
 unreachable region or a 5xx is :class:`Unavailable`, which callers must never
 read as "gone"; another 4xx is :class:`Rejected` with Neutron's message.
+
+Every request is bounded by ``timeout`` and first runs the caller's
+:mod:`isthmus.callguard` (the job runner's: stop once the job must stop).
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
+
+from isthmus import callguard
 
 
 class Unavailable(Exception):
@@ -33,10 +39,19 @@ def singular(collection: str) -> str:
             "networks": "network", "subnets": "subnet", "ports": "port"}[collection]
 
 
+DEFAULT_TIMEOUT = 10.0
+
+
 class NeutronClient:
-    def __init__(self, http: ks_adapter.Adapter, region: str) -> None:
+    """``timeout`` bounds each HTTP attempt (keystoneauth's own default is none:
+    a Neutron that accepts connections and never answers would hang the caller)."""
+
+    def __init__(self, http: ks_adapter.Adapter, region: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
         self.http = http
         self.region = region
+        self.timeout = timeout
 
     def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict | None:
         """The response body; None for a 404."""
@@ -46,8 +61,10 @@ class NeutronClient:
         return self._body(resp)
 
     def _send(self, method: str, path: str, body: dict | None, params: dict | None):
+        callguard.check()  # e.g. a job whose lease was lost stops here, before touching a region
         try:
-            return self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False)
+            return self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False,
+                                     timeout=self.timeout)
         except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
             raise Unavailable(f"{self.region} Neutron unreachable: {err}") from err
 
@@ -63,8 +80,35 @@ class NeutronClient:
         return body[singular(collection)] if body else None
 
     def list(self, collection: str, **filters: Any) -> list[dict]:
-        body = self.call("GET", collection, params=filters) or {}
-        return body.get(_COLLECTION_KEYS.get(collection, collection), [])
+        """Every item, whatever ``pagination_max_limit`` the server has: a
+        truncated list would make reconcilers delete what they did not see, so
+        a list that cannot be completed raises :class:`Unavailable`."""
+        items: list[dict] = []
+        params = dict(filters)
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            page, links = self._page(collection, params, first=not seen)
+            items.extend(page)
+            try:
+                marker = _next_marker(links, page, _page_size(params.get("limit")))
+            except ValueError as err:
+                raise Unavailable(f"{self.region} Neutron listing {collection}: {err}") from err
+            if marker is None:
+                return items
+            if marker in seen:  # a server going round in circles: never a partial list
+                raise Unavailable(f"{self.region} Neutron repeated marker {marker} listing {collection}")
+            seen.add(marker)
+            params = {**filters, **_next_page(links, params), "marker": marker}
+        raise Unavailable(f"{self.region} Neutron: {collection} list longer than {MAX_PAGES} pages")
+
+    def _page(self, collection: str, params: dict, first: bool) -> tuple[list[dict], Any]:
+        """One page's items and ``<collection>_links``."""
+        key = _COLLECTION_KEYS.get(collection, collection)
+        body = self.call("GET", collection, params=params)
+        if body is None and not first:  # the marker was deleted meanwhile: the rest is unknown
+            raise Unavailable(f"{self.region} Neutron lost marker {params.get('marker')} listing {collection}")
+        body = body or {}
+        return body.get(key, []), body.get(f"{key}_links")
 
     def create(self, collection: str, obj: dict) -> dict:
         key = singular(collection)
@@ -91,6 +135,54 @@ class NeutronClient:
     def delete(self, collection: str, obj_id: str) -> bool:
         """True if deleted, False if it was already gone."""
         return self.call("DELETE", f"{collection}/{obj_id}") is not None
+
+
+MAX_PAGES = 10_000  # bounds a list whose server keeps inventing markers
+
+
+def _next_link(links: Any) -> str | None:
+    for link in links or []:
+        if isinstance(link, dict) and link.get("rel") == "next" and link.get("href"):
+            return link["href"]
+    return None
+
+
+def _page_size(limit: Any) -> int | None:
+    try:
+        return int(limit) if limit is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _next_marker(links: Any, page: list[dict], page_size: int | None) -> str | None:
+    """The marker of the next page; None when this page was the last.
+
+    Neutron links a next page whenever a page is full (so a list ending exactly
+    at the limit costs one more, empty, page). Its marker is the next link's,
+    else the last item's id (a link without one, or a full page of a known size
+    left unlinked)."""
+    if not page:
+        return None
+    href = _next_link(links)
+    if href is not None:
+        marker = parse_qs(urlsplit(href).query).get("marker")
+        if marker:
+            return marker[-1]
+    elif page_size is None or len(page) < page_size:
+        return None
+    last = page[-1].get("id") if isinstance(page[-1], dict) else None
+    if not last:
+        raise ValueError("a next page without a marker, and items without ids")
+    return str(last)
+
+
+def _next_page(links: Any, params: dict) -> dict:
+    """The page size to ask next: the next link's ``limit``, else the one asked."""
+    href = _next_link(links)
+    limit = parse_qs(urlsplit(href).query).get("limit") if href else None
+    if limit:
+        return {"limit": limit[-1]}
+    return {"limit": params["limit"]} if "limit" in params else {}
 
 
 def _message(resp) -> str:

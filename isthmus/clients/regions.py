@@ -9,7 +9,7 @@ from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 
-from isthmus.clients.neutron import NeutronClient
+from isthmus.clients.neutron import DEFAULT_TIMEOUT, NeutronClient
 
 
 def register_auth_opts(conf: cfg.ConfigOpts, group: str) -> None:
@@ -21,17 +21,28 @@ def register_auth_opts(conf: cfg.ConfigOpts, group: str) -> None:
         pass
 
 
-def load_session(conf: cfg.ConfigOpts, group: str) -> ks_session.Session:
+def load_session(conf: cfg.ConfigOpts, group: str, default_timeout: float | None = None) -> ks_session.Session:
+    """The session of ``group``; ``default_timeout`` applies unless the group
+    sets its own ``timeout`` (which then wins). The session's timeout bounds
+    the Keystone token requests too."""
     auth = ks_loading.load_auth_from_conf_options(conf, group)
-    return ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    extra = {}
+    if default_timeout is not None and conf[group].timeout is None:
+        extra["timeout"] = default_timeout
+    return ks_loading.load_session_from_conf_options(conf, group, auth=auth, **extra)
 
 
 class RegionClients:
     """Lazily built, cached per region; building one never touches another."""
 
-    def __init__(self, session: ks_session.Session, user_agent: str = "isthmus") -> None:
-        # Timeouts are the session's (the ``timeout`` option of its config group).
+    def __init__(self, session: ks_session.Session, user_agent: str = "isthmus",
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        # A session's own timeout (its group's ``timeout`` option) wins; one
+        # without gets ``timeout``, so token requests are bounded as well.
+        if session.timeout is None:
+            session.timeout = float(timeout)
         self.session = session
+        self.timeout = session.timeout
         self.user_agent = user_agent
         self._neutron: dict[str, NeutronClient] = {}
         self._lock = threading.Lock()
@@ -44,5 +55,5 @@ class RegionClients:
                     region_name=region, user_agent=self.user_agent,
                     connect_retries=1, status_code_retries=1,
                 )
-                self._neutron[region] = NeutronClient(http, region)
+                self._neutron[region] = NeutronClient(http, region, self.timeout)
             return self._neutron[region]

@@ -3,7 +3,7 @@
 Public surface:
 - :class:`JobStore` — enqueue (coalesced per (type, resource)), list/get/delete/redo;
 - :class:`HandlerRegistry`, :class:`JobContext`, :class:`RetryLater`,
-  :class:`PermanentFailure`, :class:`Resync` — for handler authors;
+  :class:`PermanentFailure`, :class:`Resync`, :class:`Stopped` — for handler authors;
 - :class:`Worker` / :func:`isthmus.jobs.worker.main` — the ``isthmus-xjob`` loop.
 
 See docs/jobs.md for the state machine and failure handling.
@@ -21,11 +21,12 @@ from isthmus.jobs.errors import (
     LeaseLost,
     PermanentFailure,
     RetryLater,
+    Stopped,
     UnknownJobType,
 )
 from isthmus.jobs.leases import Claim, Leases
 from isthmus.jobs.models import Job, JobFilter, JobRequest, JobStatus, ResourceRef
-from isthmus.jobs.registry import HandlerRegistry, HandlerSpec, JobContext, Resync
+from isthmus.jobs.registry import HandlerRegistry, HandlerSpec, JobContext, LeaseWatch, Resync
 from isthmus.jobs.runner import Runner
 from isthmus.jobs.schema import create_schema, drop_schema
 from isthmus.jobs.store import JobStore
@@ -48,6 +49,7 @@ __all__ = [
     "JobStatus",
     "JobStore",
     "LeaseLost",
+    "LeaseWatch",
     "Leases",
     "ManualClock",
     "PermanentFailure",
@@ -56,6 +58,7 @@ __all__ = [
     "RetryPolicy",
     "Resync",
     "Runner",
+    "Stopped",
     "SystemClock",
     "UnknownJobType",
     "Worker",

@@ -27,6 +27,14 @@ jobs_opts = [
         help="A running job's lease; renewed every third of it. A worker that dies "
         "leaves its jobs to others once this has passed.",
     ),
+    cfg.FloatOpt(
+        "run_deadline",
+        default=300.0,
+        min=0.1,
+        help="Seconds a job run may take, for job types that declare no deadline. Past it the "
+        "handler is asked to stop (its next region call raises) and the job runs again later; "
+        "not counted as a failure.",
+    ),
     cfg.FloatOpt("poll_interval", default=1.0, min=0.01, help="Seconds between polls for due jobs."),
     cfg.IntOpt("max_attempts", default=8, min=1, help="Failed runs before a job is FAIL."),
     cfg.FloatOpt("retry_base_delay", default=2.0, min=0, help="Backoff after the first failure."),

@@ -21,6 +21,16 @@ class RetryLater(Exception):
         self.delay = delay
 
 
+class Stopped(RetryLater):
+    """The run must end early: the worker is stopping, the job's lease was lost
+    or has expired, or its run deadline passed.
+
+    Raised by ``JobContext.check()`` and, through the call guard the runner
+    installs, by the next region call. Like ``RetryLater`` it never counts as
+    a failure; a run whose lease is gone records nothing at all.
+    """
+
+
 class PermanentFailure(Exception):
     """Raised by a handler: retrying cannot help (bad payload, resource gone for good).
 

@@ -15,24 +15,42 @@ A type may declare the named parts of its key (``resource_keys``, default
 posted jobs against them, and joins the values with ``#`` into ``resource_id``
 (``HandlerSpec.join_resource`` / ``split_resource``). The engine itself only
 ever sees the joined ``resource_id``.
+
+A type may declare a run ``deadline`` in seconds (default: the worker's
+``[jobs] run_deadline``). Past it, or once the lease is lost, ``should_stop()``
+is true and the next region call raises :class:`Stopped`.
 """
 
 from __future__ import annotations
 
-import threading
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from isthmus.jobs.backoff import RetryPolicy
-from isthmus.jobs.errors import InvalidJobRequest, UnknownJobType
+from isthmus.jobs.clock import Clock, SystemClock
+from isthmus.jobs.errors import InvalidJobRequest, Stopped, UnknownJobType
 from isthmus.jobs.models import MAX_TYPE_LEN, ResourceRef
+
+DEFAULT_RUN_DEADLINE = 300.0
+
+
+@dataclass
+class LeaseWatch:
+    """What the worker knows of a running job's lease, shared with its handler:
+    when it expires (moved on by each renewal) and whether it was taken over."""
+
+    expires_at: datetime | None = None  # None: not tracked
+    lost: bool = False
 
 
 @dataclass(frozen=True)
 class JobContext:
-    """What a handler gets: the key, a copy of the payload, and the attempt number."""
+    """What a handler gets: the key, a copy of the payload, the attempt number,
+    and the run's deadline."""
 
     job_id: str
     job_type: str
@@ -41,14 +59,58 @@ class JobContext:
     payload: Mapping[str, Any]
     attempt: int
     _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    deadline: datetime | None = None  # None: no deadline (a context built outside the runner)
+    _clock: Clock = field(default_factory=SystemClock, repr=False, compare=False)
+    _lease: LeaseWatch = field(default_factory=LeaseWatch, repr=False, compare=False)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (negative once past); None without one."""
+        if self.deadline is None:
+            return None
+        return (self.deadline - self._clock.now()).total_seconds()
+
+    def deadline_exceeded(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 0
+
+    def lease_lost(self) -> bool:
+        """True once another worker took the job over: nothing of this run may be stored."""
+        return self._lease.lost
+
+    def stop_reason(self) -> str | None:
+        """Why the run must end now, or None."""
+        return self._must_stop() or ("worker stopping" if self._stop.is_set() else None)
+
+    def _must_stop(self) -> str | None:
+        if self._lease.lost:
+            return "lease lost to another worker"
+        if self._lease.expires_at is not None and self._clock.now() >= self._lease.expires_at:
+            return "lease expired (not renewed in time)"
+        if self.deadline_exceeded():
+            return "run deadline passed"
+        return None
 
     def should_stop(self) -> bool:
-        """True once the worker shuts down or lost this job's lease.
+        """True once the worker shuts down, the lease is lost or expired, or the
+        deadline passed.
 
         A long handler checks it between steps and returns early (raising
-        ``RetryLater``); stopping is always safe because handlers are idempotent.
+        ``RetryLater``) or calls :meth:`check`; stopping is always safe because
+        handlers are idempotent.
         """
-        return self._stop.is_set()
+        return self.stop_reason() is not None
+
+    def check(self, *, shutdown: bool = True) -> None:
+        """Raise :class:`Stopped` if the run must end (never counted as a failure).
+
+        The runner's call guard passes ``shutdown=False``: region calls stop a
+        run whose lease or deadline is gone, while a stopping worker lets them
+        go on for its ``shutdown_grace``."""
+        reason = self._must_stop()
+        if reason is not None:
+            raise Stopped(reason)  # again after the type's backoff
+        if shutdown and self._stop.is_set():
+            raise Stopped("worker stopping", delay=0.0)  # due again at once, on another worker
 
 
 Handler = Callable[[JobContext], None]
@@ -82,6 +144,11 @@ class HandlerSpec:
     retry: RetryPolicy | None = None  # None: the worker's default policy
     resync: Resync | None = None
     resource_keys: tuple[str, ...] = DEFAULT_RESOURCE_KEYS
+    deadline: float | None = None  # seconds a run may take; None: the worker's [jobs] run_deadline
+
+    def __post_init__(self) -> None:
+        if self.deadline is not None and self.deadline <= 0:
+            raise ValueError(f"deadline of {self.job_type!r} must be > 0")
 
     def join_resource(self, resource: Mapping[str, Any]) -> str:
         """``{"pod_id": P, "network_id": N}`` -> ``"P#N"`` (in declared key order).
@@ -126,6 +193,7 @@ class HandlerRegistry:
         retry: RetryPolicy | None = None,
         resync: Resync | None = None,
         resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
+        deadline: float | None = None,
     ) -> None:
         if not job_type or len(job_type) > MAX_TYPE_LEN:
             raise ValueError(f"job type must be 1..{MAX_TYPE_LEN} characters")
@@ -134,7 +202,7 @@ class HandlerRegistry:
         keys = tuple(resource_keys)
         if not keys or len(set(keys)) != len(keys) or not all(_KEY.match(k) for k in keys):
             raise ValueError(f"resource_keys of {job_type!r}: distinct lower-case identifiers, at least one")
-        self._specs[job_type] = HandlerSpec(job_type, handler, retry, resync, keys)
+        self._specs[job_type] = HandlerSpec(job_type, handler, retry, resync, keys, deadline)
 
     def handler(
         self,
@@ -143,11 +211,13 @@ class HandlerRegistry:
         retry: RetryPolicy | None = None,
         resync: Resync | None = None,
         resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
+        deadline: float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Decorator form of :meth:`register`."""
 
         def decorate(func: Handler) -> Handler:
-            self.register(job_type, func, retry=retry, resync=resync, resource_keys=resource_keys)
+            self.register(job_type, func, retry=retry, resync=resync, resource_keys=resource_keys,
+                          deadline=deadline)
             return func
 
         return decorate

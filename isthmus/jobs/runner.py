@@ -11,12 +11,14 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from isthmus import callguard
 from isthmus.jobs.backoff import RetryPolicy
-from isthmus.jobs.errors import LeaseLost, PermanentFailure, RetryLater
+from isthmus.jobs.errors import LeaseLost, PermanentFailure, RetryLater, Stopped
 from isthmus.jobs.leases import Claim, Leases
 from isthmus.jobs.models import Job
-from isthmus.jobs.registry import HandlerRegistry, JobContext
+from isthmus.jobs.registry import DEFAULT_RUN_DEADLINE, HandlerRegistry, JobContext, LeaseWatch
 
 LOG = logging.getLogger(__name__)
 
@@ -27,22 +29,52 @@ class Runner:
     registry: HandlerRegistry
     default_policy: RetryPolicy
     rand: Callable[[], float] | None = None  # jitter source; injectable for tests
+    default_deadline: float = DEFAULT_RUN_DEADLINE  # of types that declare none
 
     def policies(self) -> dict[str, RetryPolicy]:
         return self.registry.policies(self.default_policy)
 
+    def deadline_of(self, job_type: str) -> float:
+        return self.registry.get(job_type).deadline or self.default_deadline
+
+    def abandon(self, claim: Claim, reason: str) -> Job | None:
+        """Record a run whose handler would not stop as a failed attempt (so a
+        job that hangs every time ends in FAIL); None if the lease was lost."""
+        spec = self.registry.get(claim.job.job_type)
+        try:
+            return self.leases.fail(claim, reason, spec.retry or self.default_policy, rand=self.rand)
+        except LeaseLost:
+            return None
+
     def claim(self, limit: int) -> list[Claim]:
         return self.leases.claim(self.policies(), limit)
 
-    def run(self, claim: Claim, stop: threading.Event | None = None) -> Job | None:
-        """Run the handler and store the outcome; None if the lease was lost meanwhile."""
+    def run(
+        self, claim: Claim, stop: threading.Event | None = None, lease: LeaseWatch | None = None
+    ) -> Job | None:
+        """Run the handler and store the outcome; None if the lease was lost meanwhile.
+
+        ``lease`` is the worker's view of the lease (renewals move it on); by
+        default the claim's expiry, as nobody renews an inline run."""
         job = claim.job
         spec = self.registry.get(job.job_type)
         policy = spec.retry or self.default_policy
-        ctx = _context(job, stop or threading.Event())
+        deadline = self.leases.clock.now() + timedelta(seconds=self.deadline_of(job.job_type))
+        lease = lease or LeaseWatch(job.lease_expires_at)
+        ctx = _context(job, stop or threading.Event(), deadline, self.leases, lease)
         try:
             try:
-                spec.handler(ctx)
+                # Region clients check the context before each request: a run
+                # whose lease or deadline is gone stops at its next call.
+                with callguard.installed(lambda: ctx.check(shutdown=False)):
+                    spec.handler(ctx)
+            except Stopped as exc:
+                if ctx.lease_lost():  # the new owner's outcome wins; write nothing
+                    LOG.warning("job %s stopped: %s; outcome dropped", _label(job), exc.reason)
+                    return None
+                delay = exc.delay if exc.delay is not None else policy.delay(job.attempt)
+                LOG.warning("job %s stopped: %s; again in %.1fs", _label(job), exc.reason, delay)
+                return self.leases.retry_later(claim, delay, f"stopped: {exc.reason}")
             except RetryLater as exc:
                 delay = exc.delay if exc.delay is not None else policy.delay(job.attempt)
                 LOG.info("job %s retry later in %.1fs: %s", _label(job), delay, exc.reason)
@@ -68,7 +100,7 @@ class Runner:
         return len(claims)
 
 
-def _context(job: Job, stop: threading.Event) -> JobContext:
+def _context(job: Job, stop: threading.Event, deadline: datetime, leases: Leases, lease: LeaseWatch) -> JobContext:
     return JobContext(
         job_id=job.id,
         job_type=job.job_type,
@@ -77,6 +109,9 @@ def _context(job: Job, stop: threading.Event) -> JobContext:
         payload=dict(job.payload),
         attempt=job.attempt,
         _stop=stop,
+        deadline=deadline,
+        _clock=leases.clock,
+        _lease=lease,
     )
 
 

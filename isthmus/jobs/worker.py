@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from oslo_config import cfg
 
@@ -28,7 +29,7 @@ from isthmus.db import make_engine
 from isthmus.jobs.leases import Claim, Leases
 from isthmus.jobs.loader import ENTRY_POINT_GROUP, load_handlers
 from isthmus.jobs.periodic import ResyncScheduler
-from isthmus.jobs.registry import HandlerRegistry
+from isthmus.jobs.registry import DEFAULT_RUN_DEADLINE, HandlerRegistry, LeaseWatch
 from isthmus.jobs.runner import Runner
 from isthmus.db.migration import SchemaOutdated, require_current
 from isthmus.jobs.store import JobStore
@@ -48,10 +49,13 @@ class WorkerSettings:
     shutdown_grace: float = 30.0
     resync: bool = True
     owner: str = field(default_factory=default_owner)
+    run_deadline: float = DEFAULT_RUN_DEADLINE  # of job types that declare none
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if self.run_deadline <= 0:
+            raise ValueError("run_deadline must be > 0")
 
     @property
     def renew_every(self) -> float:
@@ -63,6 +67,8 @@ class WorkerSettings:
 class _Running:
     claim: Claim
     stop: threading.Event
+    lease: LeaseWatch  # shared with the handler's context: renewals move it on
+    abandon_at: datetime  # still running then: the handler ignored its deadline
     thread: threading.Thread | None = None
 
 
@@ -77,7 +83,9 @@ class Worker:
     ) -> None:
         self.settings = settings or WorkerSettings()
         self.leases = Leases(store.engine, store.clock, self.settings.owner, self.settings.lease_seconds)
-        self.runner = Runner(self.leases, registry, policy or RetryPolicy(), rand)
+        self.runner = Runner(
+            self.leases, registry, policy or RetryPolicy(), rand, default_deadline=self.settings.run_deadline
+        )
         self.scheduler = ResyncScheduler(store, registry, self.settings.owner)
         self._stopping = threading.Event()
         self._force = threading.Event()
@@ -136,7 +144,11 @@ class Worker:
             self._start(claim)
 
     def _start(self, claim: Claim) -> None:
-        entry = _Running(claim, threading.Event())
+        # One lease length past the deadline: time for a call in flight to time
+        # out and the handler to return after its next region call raised.
+        grace = self.runner.deadline_of(claim.job.job_type) + self.settings.lease_seconds
+        abandon_at = self.leases.clock.now() + timedelta(seconds=grace)
+        entry = _Running(claim, threading.Event(), LeaseWatch(claim.job.lease_expires_at), abandon_at)
         entry.thread = threading.Thread(
             target=self._execute, args=(entry,), name=f"job-{claim.job.job_type}", daemon=True
         )
@@ -146,24 +158,52 @@ class Worker:
 
     def _execute(self, entry: _Running) -> None:
         try:
-            self.runner.run(entry.claim, entry.stop)
+            self.runner.run(entry.claim, entry.stop, entry.lease)
         except Exception:  # noqa: BLE001 - e.g. DB down while storing the outcome
             LOG.exception("job %s: storing the outcome failed; the lease will expire", entry.claim.job.id)
         finally:
             with self._lock:
-                self._running.pop(entry.claim.job.id, None)
+                if self._running.get(entry.claim.job.id) is entry:  # not a later run of the job
+                    del self._running[entry.claim.job.id]
             self._wake.set()  # a slot is free: claim again without waiting a poll
 
     def _renew_all(self) -> None:
         with self._lock:
             entries = list(self._running.values())
         for entry in entries:
+            if self.leases.clock.now() >= entry.abandon_at:
+                self._abandon(entry)
+                continue
             try:
-                if not self.leases.renew(entry.claim):
+                # Taken before the renewal, so the handler's view never outlasts the row's.
+                renewed_until = self.leases.clock.now() + timedelta(seconds=self.settings.lease_seconds)
+                if self.leases.renew(entry.claim):
+                    entry.lease.expires_at = renewed_until
+                else:
                     LOG.warning("job %s: lease lost, asking its handler to stop", entry.claim.job.id)
+                    entry.lease.lost = True
                     entry.stop.set()
             except Exception:  # noqa: BLE001 - keep trying; the lease may still be valid
                 LOG.exception("renewing lease of job %s failed", entry.claim.job.id)
+
+    def _abandon(self, entry: _Running) -> None:
+        """Free the slot and the job of a handler that ignored its deadline.
+
+        Its thread cannot be killed: it runs on as a daemon, every region call
+        it makes raises, and its outcome is dropped (the lease is gone)."""
+        job = entry.claim.job
+        entry.lease.lost = True
+        entry.stop.set()
+        with self._lock:
+            if self._running.get(job.id) is entry:
+                del self._running[job.id]
+        LOG.error("job %s (%s %s): still running long past its deadline; abandoned", job.id, job.job_type,
+                  job.resource_id)
+        try:
+            self.runner.abandon(entry.claim, "run deadline passed and the handler did not stop")
+        except Exception:  # noqa: BLE001 - the lease will expire instead (also a failure)
+            LOG.exception("job %s: recording the abandoned run failed", job.id)
+        self._wake.set()
 
     # -- periodic resync ---------------------------------------------------------
 
@@ -207,6 +247,7 @@ class Worker:
         with self._lock:
             entries = list(self._running.values())
         for entry in entries:
+            entry.lease.lost = True  # given back: the handler's next region call raises
             try:
                 if self.leases.release(entry.claim):
                     LOG.warning("job %s released unfinished at shutdown", entry.claim.job.id)
@@ -234,6 +275,7 @@ def settings_from_conf(conf: cfg.ConfigOpts) -> WorkerSettings:
         shutdown_grace=conf.jobs.shutdown_grace,
         resync=conf.jobs.resync_enabled,
         owner=conf.jobs.worker_name or default_owner(),
+        run_deadline=conf.jobs.run_deadline,
     )
 
 

@@ -1,13 +1,15 @@
 """oslo.config options of the Isthmus Neutron plugins, in the ``[isthmus]`` group.
 
 Central reads ``database_connection`` (the Isthmus DB: registry and jobs).
-Local reads its region, its AZ, and the service credentials it uses to reach
-central Neutron, in ``[isthmus_central]`` (standard keystoneauth options)."""
+Local reads its region, its AZ, ``central_timeout``, and the service
+credentials it uses to reach central Neutron, in ``[isthmus_central]``
+(standard keystoneauth options)."""
 
 from __future__ import annotations
 
 from oslo_config import cfg
 
+from isthmus.clients.neutron import DEFAULT_TIMEOUT
 from isthmus.clients.regions import register_auth_opts
 
 GROUP = "isthmus"
@@ -22,6 +24,10 @@ OPTS = [
                help="Local plugin: the region whose Neutron is central."),
     cfg.StrOpt("database_connection", secret=True,
                help="Central plugin: the Isthmus database (registry and jobs)."),
+    cfg.FloatOpt("central_timeout", default=DEFAULT_TIMEOUT, min=0.1,
+                 help="Local plugin: seconds each HTTP attempt to central Neutron and to Keystone may "
+                      "take (an API worker waits that long at most). [isthmus_central] timeout, when "
+                      "set, wins."),
 ]
 
 _registered = False

@@ -63,7 +63,8 @@ def client(conf: cfg.ConfigOpts = cfg.CONF) -> CentralClient:
     with _lock:
         if _client is None:
             config.register(conf)
-            session = load_session(conf, config.CENTRAL_AUTH_GROUP)
-            clients = RegionClients(session, user_agent="isthmus-local")
+            timeout = conf.isthmus.central_timeout
+            session = load_session(conf, config.CENTRAL_AUTH_GROUP, default_timeout=timeout)
+            clients = RegionClients(session, user_agent="isthmus-local", timeout=timeout)
             _client = CentralClient(clients.neutron(conf.isthmus.central_region))
         return _client

@@ -8,6 +8,7 @@ never read as "the copy is gone", and nothing is deleted because of it.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
@@ -53,7 +54,9 @@ def sync_network(services: Services, ctx: JobContext) -> None:
     # Regions side by side: each is its own Neutron, and a slow one delays no other.
     with ThreadPoolExecutor(max_workers=max(1, min(_MAX_PARALLEL_REGIONS, len(regions))),
                             thread_name_prefix=f"network_sync-{network_id[:8]}") as pool:
-        outcomes = {region: pool.submit(sync_region, region) for region in regions}
+        # Each in a copy of this context: the job's call guard (stop when the
+        # lease is lost or the deadline passed) must reach the region threads.
+        outcomes = {region: pool.submit(contextvars.copy_context().run, sync_region, region) for region in regions}
     unreachable = []
     for region, outcome in outcomes.items():
         try:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from oslo_config import cfg
 
 from isthmus.clients import NeutronClient, RegionClients, load_session
+from isthmus.clients.neutron import DEFAULT_TIMEOUT
 from isthmus.clients.regions import register_auth_opts
 from isthmus.db import make_engine
 from isthmus.registry import Registry, Tombstones
@@ -24,14 +25,18 @@ OPTS = [
                                    "bound in other regions, so l2population builds tunnels between regions"),
                         ("noop", "no shadows: the operator provides cross-region L2 some other way")],
                help="How VxLAN networks reach across regions."),
+    cfg.FloatOpt("region_timeout", default=DEFAULT_TIMEOUT, min=0.1,
+                 help="Seconds each HTTP attempt of the worker's calls to central and regional Neutron "
+                      "and to Keystone may take. [isthmus_service] timeout, when set, wins."),
 ]
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    try:
-        conf.register_opts(OPTS, group="isthmus")
-    except cfg.DuplicateOptError:
-        pass
+    for opt in OPTS:  # one by one: an option registered elsewhere skips only itself
+        try:
+            conf.register_opt(opt, group="isthmus")
+        except cfg.DuplicateOptError:
+            pass
     register_auth_opts(conf, SERVICE_AUTH_GROUP)
 
 
@@ -69,12 +74,13 @@ class LazyServices:
                 if self.conf is None:
                     raise RuntimeError("network reconcilers are not configured (no worker configuration)")
                 conf = self.conf
-                session = load_session(conf, SERVICE_AUTH_GROUP)
+                timeout = conf.isthmus.region_timeout
+                session = load_session(conf, SERVICE_AUTH_GROUP, default_timeout=timeout)
                 engine = make_engine(conf.database.connection)
                 self._services = Services(
                     registry=Registry(engine),
                     tombstones=Tombstones(engine),
-                    clients=RegionClients(session, user_agent="isthmus-xjob"),
+                    clients=RegionClients(session, user_agent="isthmus-xjob", timeout=timeout),
                     central_region=conf.isthmus.central_region,
                     cross_region_l2=conf.isthmus.cross_region_l2,
                 )

@@ -26,12 +26,13 @@ def test_options_from_config_file(tmp_path: Path) -> None:
         "[database]\nconnection = sqlite:///x.db\n"
         "[jobs]\nworkers = 7\nlease_seconds = 90\npoll_interval = 0.5\nshutdown_grace = 12\n"
         "max_attempts = 4\nretry_base_delay = 1.5\nretry_max_delay = 45\nretry_jitter = 0\n"
-        "resync_enabled = false\nworker_name = xjob-1\n"
+        "resync_enabled = false\nworker_name = xjob-1\nrun_deadline = 45\n"
     ))])
     settings = settings_from_conf(conf)
     assert conf.database.connection == "sqlite:///x.db"
     assert (settings.concurrency, settings.lease_seconds, settings.poll_interval) == (7, 90.0, 0.5)
     assert (settings.shutdown_grace, settings.resync, settings.owner) == (12.0, False, "xjob-1")
+    assert settings.run_deadline == 45.0
     assert retry_policy(conf) == RetryPolicy(max_attempts=4, base_delay=1.5, max_delay=45.0, jitter=0.0)
 
 
@@ -40,6 +41,7 @@ def test_defaults() -> None:
     settings = settings_from_conf(conf)
     assert conf.database.connection == DEFAULT_CONNECTION
     assert (settings.concurrency, settings.lease_seconds, conf.jobs.max_attempts) == (4, 60.0, 8)
+    assert settings.run_deadline == 300.0
     assert settings.owner.count(":") == 2  # host:pid:random
     assert {group for group, _ in list_opts()} == {"database", "jobs"}
 

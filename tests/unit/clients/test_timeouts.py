@@ -1,0 +1,89 @@
+"""Every outbound call is bounded by default; an explicit session timeout wins."""
+
+from __future__ import annotations
+
+import pytest
+from keystoneauth1 import session as ks_session
+from oslo_config import cfg
+
+from isthmus.clients import NeutronClient, RegionClients, load_session
+from isthmus.clients.neutron import DEFAULT_TIMEOUT
+from isthmus.clients.regions import register_auth_opts
+
+from .fakes import FakeAdapter, Response, paged_server
+
+
+def test_every_request_carries_the_default_timeout():
+    server = paged_server("ports", [{"id": f"p{i}"} for i in range(5)], page_size=2)
+
+    def answer(call):
+        if call.method == "GET" and call.url == "/v2.0/ports":
+            return server(call)
+        return Response(200, {"port": {"id": "p0"}, "ports": [{"id": "p0"}]})
+    http = FakeAdapter(answer)
+    neutron = NeutronClient(http, "RegionOne")
+    neutron.list("ports")
+    neutron.get("ports", "p0")
+    neutron.create("ports", {"network_id": "n"})
+    neutron.create_many("ports", [{"network_id": "n"}])
+    neutron.update("ports", "p0", {"name": "x"})
+    neutron.delete("ports", "p0")
+    assert len(http.calls) == 8
+    assert all(c.kwargs.get("timeout") == DEFAULT_TIMEOUT for c in http.calls)
+
+
+def test_a_nonpositive_timeout_is_refused():
+    with pytest.raises(ValueError):
+        NeutronClient(FakeAdapter(lambda c: Response(200, {})), "RegionOne", timeout=0)
+
+
+def test_region_clients_bound_a_session_without_timeout_including_token_requests():
+    session = ks_session.Session()  # keystoneauth's default: no timeout at all
+    assert session.timeout is None
+    clients = RegionClients(session, timeout=7)
+    assert session.timeout == 7.0  # the session's timeout is what token requests use
+    assert clients.neutron("RegionOne").timeout == 7.0
+
+
+def test_region_clients_keep_a_session_timeout_set_by_the_operator():
+    session = ks_session.Session(timeout=42)
+    clients = RegionClients(session, timeout=7)
+    assert session.timeout == 42.0 and clients.neutron("RegionOne").timeout == 42.0
+
+
+def _conf(tmp_path, extra: str = "") -> cfg.ConfigOpts:
+    path = tmp_path / "isthmus.conf"
+    path.write_text("[svc]\nauth_type = password\nauth_url = http://keystone:5000/v3\n"
+                    f"username = u\npassword = p\n{extra}")
+    conf = cfg.ConfigOpts()
+    register_auth_opts(conf, "svc")
+    conf(["--config-file", str(path)], project="isthmus-test")
+    return conf
+
+
+def test_load_session_applies_the_default_unless_the_group_sets_one(tmp_path):
+    assert load_session(_conf(tmp_path), "svc", default_timeout=9).timeout == 9.0
+    assert load_session(_conf(tmp_path, "timeout = 3\n"), "svc", default_timeout=9).timeout == 3.0
+    assert load_session(_conf(tmp_path), "svc").timeout is None  # unchanged for callers without a default
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("", DEFAULT_TIMEOUT),
+    ("[isthmus]\nregion_timeout = 4\n", 4.0),
+    ("[isthmus]\nregion_timeout = 4\n[isthmus_service]\ntimeout = 2\n", 2.0),
+])
+def test_the_worker_bounds_its_region_calls(tmp_path, extra, expected):
+    from isthmus.jobs import config as jobs_config
+    from isthmus.network.reconcilers.services import LazyServices, register_opts
+
+    path = tmp_path / "isthmus.conf"
+    path.write_text(f"[database]\nconnection = sqlite:///{tmp_path}/i.sqlite\n"
+                    "[isthmus_service]\nauth_type = password\nauth_url = http://keystone:5000/v3\n"
+                    f"username = u\npassword = p\n{extra}")
+    conf = cfg.ConfigOpts()
+    jobs_config.register_opts(conf)
+    register_opts(conf)
+    conf(["--config-file", str(path)], project="isthmus-test")
+    services = LazyServices(conf).get()
+    assert services.clients.session.timeout == expected
+    assert services.neutron("RegionOne").timeout == expected
