@@ -15,19 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-CENTRAL = "CentralRegion"
-
-
-def eventually(check, timeout: float = 120, interval: float = 1.0, what: str = "condition"):
-    """Poll until ``check()`` returns a truthy value (jobs run asynchronously)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+from tests.integration.helpers import CENTRAL, delete_network, eventually
 
 
 def boot(conn, name: str, network_id: str | None = None, port_id: str | None = None):
@@ -35,43 +23,6 @@ def boot(conn, name: str, network_id: str | None = None, port_id: str | None = N
     flavor = conn.compute.find_flavor("m1.tiny", ignore_missing=False)
     nic = {"port": port_id} if port_id else {"uuid": network_id}
     return conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[nic])
-
-
-@pytest.fixture
-def central(sandbox):
-    return sandbox.connect(CENTRAL)
-
-
-@pytest.fixture
-def admin(sandbox):
-    return {r: sandbox.connect(r, cloud="isthmus-admin") for r in (CENTRAL, *sandbox.regions)}
-
-
-@pytest.fixture
-def stretched(sandbox, central):
-    """A central network with an IPv4 subnet; servers and the network are removed afterwards."""
-    name = f"x-{uuid.uuid4().hex[:8]}"
-    net = central.network.create_network(name=name)
-    subnet = central.network.create_subnet(network_id=net.id, ip_version=4, cidr="10.77.0.0/24", name=name)
-    yield net, subnet
-    for region in sandbox.regions:
-        conn = sandbox.connect(region)
-        for server in conn.compute.servers(name=name):
-            conn.compute.delete_server(server)
-        for server in conn.compute.servers(name=name):
-            conn.compute.wait_for_delete(server, wait=120)
-    for port in central.network.ports(network_id=net.id):
-        if not (port.device_owner or "").startswith("network:"):  # user ports the tests made
-            central.network.delete_port(port, ignore_missing=True)
-    eventually(lambda: _delete_network(central, net.id), timeout=60, what=f"delete of network {net.id}")
-
-
-def _delete_network(conn, network_id: str) -> bool:
-    try:
-        conn.network.delete_network(network_id, ignore_missing=True)
-        return True
-    except os_exc.ConflictException:
-        return False  # a server's port is still being deleted
 
 
 def central_port(admin, port_id):
@@ -224,7 +175,7 @@ def test_network_hinted_to_one_region_stays_there(sandbox, central, admin):
             sandbox.connect("RegionTwo").network.get_network(net.id)
         assert sandbox.connect("RegionOne").network.get_network(net.id).id == net.id
     finally:
-        eventually(lambda: _delete_network(central, net.id), timeout=60)
+        eventually(lambda: delete_network(central, net.id), timeout=60)
         eventually(lambda: _network_or_none(admin["RegionOne"], net.id) is None, what="copy removed")
 
 
@@ -395,7 +346,7 @@ def test_deleting_ports_and_networks_reaches_every_copy(sandbox, central, admin)
     two = servers[sandbox.regions[1]]
     sandbox.connect(sandbox.regions[1]).compute.delete_server(two)
     sandbox.connect(sandbox.regions[1]).compute.wait_for_delete(two, wait=120)
-    eventually(lambda: _delete_network(central, net.id), timeout=60, what="network delete")
+    eventually(lambda: delete_network(central, net.id), timeout=60, what="network delete")
     for region in sandbox.regions:
         eventually(lambda: _network_or_none(admin[region], net.id) is None, what=f"copy gone in {region}")
 
@@ -532,7 +483,7 @@ def test_vlan_network_copies_keep_physnet_and_segmentation_id(sandbox, admin):
         for port in admin[CENTRAL].network.ports(network_id=top.id):
             if not (port.device_owner or "").startswith("network:"):
                 admin[CENTRAL].network.delete_port(port, ignore_missing=True)
-        eventually(lambda: _delete_network(admin[CENTRAL], top.id), timeout=60)
+        eventually(lambda: delete_network(admin[CENTRAL], top.id), timeout=60)
         for region in sandbox.regions:
             eventually(lambda: _network_or_none(admin[region], top.id) is None, what=f"copy gone in {region}")
 

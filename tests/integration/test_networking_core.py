@@ -7,17 +7,8 @@ import uuid
 
 import pytest
 
-from tests.integration.test_networking import (  # noqa: F401 - fixtures
-    CENTRAL,
-    _enqueue,
-    _network_or_none,
-    _port_or_none,
-    admin,
-    boot,
-    central,
-    eventually,
-    stretched,
-)
+from tests.integration.helpers import CENTRAL, eventually
+from tests.integration.test_networking import _enqueue, _network_or_none, _port_or_none, boot
 
 pytestmark = pytest.mark.integration
 

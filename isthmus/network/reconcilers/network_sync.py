@@ -8,18 +8,16 @@ never read as "the copy is gone", and nothing is deleted because of it.
 
 from __future__ import annotations
 
-import contextvars
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.port_sync import update_copy
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
-_MAX_PARALLEL_REGIONS = 8
 
 
 def sync_network(services: Services, ctx: JobContext) -> None:
@@ -51,23 +49,7 @@ def sync_network(services: Services, ctx: JobContext) -> None:
         elif region in routed or _holds_copy(neutron, network_id):
             _converge(services, neutron, region, central, subnets, shadows)
 
-    # Regions side by side: each is its own Neutron, and a slow one delays no other.
-    with ThreadPoolExecutor(max_workers=max(1, min(_MAX_PARALLEL_REGIONS, len(regions))),
-                            thread_name_prefix=f"network_sync-{network_id[:8]}") as pool:
-        # Each in a copy of this context: the job's call guard (stop when the
-        # lease is lost or the deadline passed) must reach the region threads.
-        outcomes = {region: pool.submit(contextvars.copy_context().run, sync_region, region) for region in regions}
-    unreachable = []
-    for region, outcome in outcomes.items():
-        try:
-            outcome.result()
-        except Unavailable as err:
-            LOG.warning("network %s: %s; will retry", network_id, err)
-            unreachable.append(region)
-        except Rejected as err:
-            raise PermanentFailure(f"{region}: {err}") from err
-    if unreachable:
-        raise RetryLater(f"regions unreachable: {', '.join(unreachable)}")
+    in_every_region(regions, sync_region, f"network {network_id}")
     if central is None:
         services.registry.forget(network_id, "network")
 

@@ -10,15 +10,13 @@ changed MAC or address (remade); their other fields do not matter to them.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
-
 from isthmus.clients import NeutronClient, Rejected, Unavailable
-from isthmus.jobs import JobContext, PermanentFailure, RetryLater
+from isthmus.jobs import JobContext, RetryLater
 from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
-_MAX_PARALLEL_REGIONS = 8
 
 
 def sync_port(services: Services, ctx: JobContext) -> None:
@@ -30,20 +28,7 @@ def sync_port(services: Services, ctx: JobContext) -> None:
     if central is None:
         return  # deleted: network_sync removes the copies, on central's recorded delete
     regions = [p.region_name for p in services.registry.regional_pods()]
-    with ThreadPoolExecutor(max_workers=max(1, min(_MAX_PARALLEL_REGIONS, len(regions))),
-                            thread_name_prefix=f"port_sync-{port_id[:8]}") as pool:
-        outcomes = {r: pool.submit(_sync_region, services, r, central) for r in regions}
-    unreachable = []
-    for region, outcome in outcomes.items():
-        try:
-            outcome.result()
-        except Unavailable as err:
-            LOG.warning("port %s: %s; will retry", port_id, err)
-            unreachable.append(region)
-        except Rejected as err:
-            raise PermanentFailure(f"{region}: {err}") from err
-    if unreachable:
-        raise RetryLater(f"regions unreachable: {', '.join(unreachable)}")
+    in_every_region(regions, lambda region: _sync_region(services, region, central), f"port {port_id}")
 
 
 def _sync_region(services: Services, region: str, central: dict) -> None:

@@ -1,0 +1,40 @@
+"""Run one reconciler step in every region side by side.
+
+Each region is its own Neutron: a slow or down one delays no other. A region
+that cannot be reached makes the job retry later (never read as "gone"); a
+region that refuses the request fails the job with its message.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from isthmus.clients import Rejected, Unavailable
+from isthmus.jobs import PermanentFailure, RetryLater
+
+LOG = logging.getLogger(__name__)
+MAX_PARALLEL_REGIONS = 8
+
+
+def in_every_region(regions: Sequence[str], step: Callable[[str], None], label: str) -> None:
+    """``step(region)`` for each region in parallel; RetryLater naming the
+    unreachable ones, PermanentFailure on a refusal."""
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_REGIONS, len(regions))),
+                            thread_name_prefix=label[:24]) as pool:
+        # Each in a copy of this context: the job's call guard (stop when the
+        # lease is lost or the deadline passed) must reach the region threads.
+        outcomes = {region: pool.submit(contextvars.copy_context().run, step, region) for region in regions}
+    unreachable = []
+    for region, outcome in outcomes.items():
+        try:
+            outcome.result()
+        except Unavailable as err:
+            LOG.warning("%s: %s; will retry", label, err)
+            unreachable.append(region)
+        except Rejected as err:
+            raise PermanentFailure(f"{region}: {err}") from err
+    if unreachable:
+        raise RetryLater(f"regions unreachable: {', '.join(unreachable)}")
