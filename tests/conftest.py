@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
+TEST_PAGE_LIMIT = 20
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,10 @@ def sandbox(tmp_path_factory) -> Sandbox:
         return
     state_dir = tmp_path_factory.mktemp("sandbox")
     base = free_base_port(int(os.environ.get("ISTHMUS_TEST_BASE_PORT", "31000")), 2)
-    up = isthmus("sandbox", "up", "--state-dir", str(state_dir), "--base-port", str(base), check=False)
+    # A small page limit in every Neutron: every list (Isthmus', Nova's, the
+    # tests') must page to the end for any test to pass.
+    up = isthmus("sandbox", "up", "--state-dir", str(state_dir), "--base-port", str(base),
+                 "--neutron-page-limit", str(TEST_PAGE_LIMIT), check=False)
     if up.returncode != 0:
         isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
         pytest.fail(f"sandbox up failed:\n{up.stdout}\n{up.stderr}")

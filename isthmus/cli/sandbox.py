@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--no-compute", action="store_true", help="Keystone and Neutron only (fast)")
     up.add_argument("--plain", action="store_true",
                     help="stock ML2 in every Neutron, no Isthmus plugins or job worker (a baseline)")
+    up.add_argument("--neutron-page-limit", type=int, default=0, metavar="N",
+                    help="pagination_max_limit of every Neutron (default 0: unlimited); a small one shows "
+                         "that every client pages to the end")
     up.add_argument("--db-url", help="a MariaDB/MySQL server for Nova and Placement "
                                      "(mysql+pymysql://user:pass@host:port/) instead of a private one")
     up.set_defaults(func=_up)
@@ -88,7 +91,8 @@ def _up(args) -> int:
     if args.db_url and not args.db_url.startswith(("mysql+pymysql://", "mysql://")):
         raise ValueError("--db-url: Nova and Placement need MariaDB/MySQL here (mysql+pymysql://...)")
     layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=parse_regions(args.regions),
-                    compute=not args.no_compute, db_url=args.db_url, plain=args.plain)
+                    compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
+                    neutron_page_limit=args.neutron_page_limit)
     return control.up(layout)
 
 

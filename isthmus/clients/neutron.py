@@ -17,6 +17,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 
 from isthmus import callguard
+from isthmus.clients.breaker import Breaker
 
 
 class Unavailable(Exception):
@@ -46,27 +47,36 @@ class NeutronClient:
     """``timeout`` bounds each HTTP attempt (keystoneauth's own default is none:
     a Neutron that accepts connections and never answers would hang the caller)."""
 
-    def __init__(self, http: ks_adapter.Adapter, region: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, http: ks_adapter.Adapter, region: str, timeout: float = DEFAULT_TIMEOUT,
+                 breaker: Breaker | None = None) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be > 0")
         self.http = http
         self.region = region
         self.timeout = timeout
+        self.breaker = breaker or Breaker()
 
-    def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict | None:
+    def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None,
+             headers: dict | None = None) -> dict | None:
         """The response body; None for a 404."""
-        resp = self._send(method, path, body, params)
+        resp = self._send(method, path, body, params, headers)
         if resp.status_code == 404:
             return None
         return self._body(resp)
 
-    def _send(self, method: str, path: str, body: dict | None, params: dict | None):
+    def _send(self, method: str, path: str, body: dict | None, params: dict | None, headers: dict | None = None):
         callguard.check()  # e.g. a job whose lease was lost stops here, before touching a region
+        wait = self.breaker.open_for()
+        if wait:
+            raise Unavailable(f"{self.region} Neutron unreachable moments ago; not tried for another {wait:.0f}s")
         try:
-            return self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False,
-                                     timeout=self.timeout)
+            resp = self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False,
+                                     timeout=self.timeout, headers=headers)
         except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
+            self.breaker.failed()
             raise Unavailable(f"{self.region} Neutron unreachable: {err}") from err
+        self.breaker.succeeded()
+        return resp
 
     def _body(self, resp) -> dict:
         if resp.status_code >= 500:
@@ -127,9 +137,12 @@ class NeutronClient:
             raise Rejected(404, f"{self.region} Neutron: {_message(resp)}")
         return self._body(resp)[key]
 
-    def update(self, collection: str, obj_id: str, changes: dict) -> dict | None:
+    def update(self, collection: str, obj_id: str, changes: dict, if_revision: int | None = None) -> dict | None:
+        """``if_revision``: only if the object is still at that revision_number
+        (Neutron answers 412, raised as Rejected, when it changed meanwhile)."""
         key = singular(collection)
-        body = self.call("PUT", f"{collection}/{obj_id}", {key: changes})
+        headers = {"If-Match": f"revision_number={if_revision}"} if if_revision is not None else None
+        body = self.call("PUT", f"{collection}/{obj_id}", {key: changes}, headers=headers)
         return body[key] if body else None
 
     def delete(self, collection: str, obj_id: str) -> bool:

@@ -65,3 +65,34 @@ def reported_agent(port: Mapping[str, Any]) -> dict[str, str] | None:
     if isinstance(agent, dict) and agent.get("type") and agent.get("host") and agent.get("tunnel_ip"):
         return {"type": str(agent["type"]), "host": str(agent["host"]), "tunnel_ip": str(agent["tunnel_ip"])}
     return None
+
+
+def port_report(region: str, port: Mapping[str, Any], agent: Mapping[str, str] | None) -> dict[str, Any]:
+    """What a region tells central of a port it holds: where it is bound (host,
+    VIF, the host's L2 agent) in ``binding:profile``, or that it is unbound.
+    One builder for the local plugin's reports and the worker's repairs."""
+    host = port.get("binding:host_id") or ""
+    report: dict[str, Any] = {
+        "binding:host_id": host,
+        "device_owner": port.get("device_owner") or "",
+        "device_id": port.get("device_id") or "",
+        "binding:profile": {},
+    }
+    if host:
+        binding: dict[str, Any] = {
+            "region": region,
+            "vif_type": port.get("binding:vif_type"),
+            "vif_details": port.get("binding:vif_details") or {},
+            "vnic_type": port.get("binding:vnic_type"),
+        }
+        if agent:
+            binding["agent"] = dict(agent)
+        report["binding:profile"] = {PROFILE_KEY: binding}
+    return report
+
+
+REPORTED_FIELDS = ("binding:host_id", "device_owner", "device_id", "binding:profile")
+
+
+def report_differs(central: Mapping[str, Any], report: Mapping[str, Any]) -> bool:
+    return any(central.get(k) != report.get(k) for k in REPORTED_FIELDS)

@@ -12,3 +12,7 @@ SECURITY_GROUP_SYNC = "security_group_sync"
 # options, name, ...): bring its regional copies and shadows to it. Incremental:
 # touches that port only; network_sync's periodic pass is the backstop.
 PORT_SYNC = "port_sync"
+# One region's ports against central's record of their bindings: reports the
+# local plugin could not deliver (lost on a restart) and deletes made while
+# central was down. Periodic, per region.
+BINDING_SYNC = "binding_sync"

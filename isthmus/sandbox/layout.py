@@ -64,9 +64,14 @@ class Layout:
     db_url: str | None = None
     # Stock ML2 everywhere, no Isthmus plugins or xjob (the benchmarks' baseline).
     plain: bool = False
+    # Neutron's pagination_max_limit in every region (0: unlimited, Neutron's
+    # default). The tests run with a small one: every list must page to the end.
+    neutron_page_limit: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
+        if self.neutron_page_limit < 0:
+            raise ValueError("--neutron-page-limit: must be 0 (unlimited) or more")
         if not 1024 <= self.base_port <= 65535 - 10 * (len(self.regions) + 1):
             raise ValueError(f"--base-port: {self.base_port} leaves no room for the sandbox's ports")
 

@@ -33,6 +33,7 @@ def write_config(layout: Layout, region: str) -> None:
             "dhcp_agent_notification": False,
             "notify_nova_on_port_status_changes": False,
             "notify_nova_on_port_data_changes": False,
+            "pagination_max_limit": layout.neutron_page_limit or -1,
             "transport_url": _transport_url(layout, region),
             "host": f"neutron-{region}",
             "state_path": layout.data / f"neutron-{region}",

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from tests.integration.helpers import CENTRAL, eventually
-from tests.integration.test_networking import _enqueue, _network_or_none, _port_or_none, boot
+from tests.integration.test_networking import _enqueue, _isthmus, _network_or_none, _port_or_none, boot
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +122,101 @@ def test_a_group_shared_from_another_project_is_not_taken_for_deleted(sandbox, c
         for p in central.network.ports(network_id=net.id, name=f"{net.name}-p"):
             central.network.delete_port(p)
         eventually(lambda: _delete_sg(admin[CENTRAL], shared.id), timeout=60, what="delete of the shared group")
+
+
+def _bound_in(admin, port_id: str, region: str) -> bool:
+    from isthmus.network import bound_region
+
+    port = admin[CENTRAL].network.get_port(port_id)
+    return bound_region({"binding:host_id": port.binding_host_id, "binding:profile": port.binding_profile}) == region
+
+
+def test_central_down_mid_boot_then_back_bindings_and_shadows_converge(sandbox, central, admin, stretched):
+    """What is copied keeps working while central is down: a boot on a copied
+    port, lookups by name, and the delete of a server; central learns all of it
+    once it is back (reports are retried), and the other region's shadows follow."""
+    net, _ = stretched
+    one, two = sandbox.regions
+    conn_one, conn_two = sandbox.connect(one), sandbox.connect(two)
+    anchor = conn_two.compute.wait_for_server(boot(conn_two, net.name, net.id), wait=240)  # a member in two
+    port = central.network.create_port(network_id=net.id, name=f"{net.name}-pre")
+    assert conn_one.network.get_port(port.id).id == port.id  # copied into one while central is up
+    doomed = conn_one.compute.wait_for_server(boot(conn_one, net.name, net.id), wait=240)
+    (doomed_port,) = list(admin[one].network.ports(device_id=doomed.id))
+    eventually(lambda: _port_or_none(admin[two], doomed_port.id), what=f"shadow of the doomed port in {two}")
+    _isthmus(sandbox, "sandbox", "stop", f"neutron-{CENTRAL}")
+    try:
+        server = conn_one.compute.wait_for_server(boot(conn_one, net.name, port_id=port.id), wait=240)
+        assert server.status == "ACTIVE"
+        assert [n.id for n in conn_one.network.networks(name=net.name)] == [net.id]  # by name, from the copy
+        conn_one.compute.delete_server(doomed)
+        conn_one.compute.wait_for_delete(doomed, wait=120)
+    finally:
+        _isthmus(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
+    eventually(lambda: _bound_in(admin, port.id, one), timeout=120, what="the binding reported after central returned")
+    shadow = eventually(lambda: _port_or_none(admin[two], port.id), timeout=120, what=f"shadow in {two}")
+    assert shadow.device_owner == "compute:shadow" and shadow.mac_address == port.mac_address
+    # The server deleted while central was down: its port goes at central, and its shadow with it.
+    eventually(lambda: _port_or_none(admin[CENTRAL], doomed_port.id) is None, timeout=120,
+               what="the port deleted during the outage gone at central")
+    eventually(lambda: _port_or_none(admin[two], doomed_port.id) is None, timeout=120,
+               what=f"its shadow gone from {two}")
+    assert anchor.id
+
+
+def test_binding_sync_repairs_what_a_restarted_region_forgot_to_report(sandbox, central, admin, stretched):
+    """A report still queued when the region's neutron-server restarted is lost;
+    the worker's binding_sync repairs central from the region's own state."""
+    net, _ = stretched
+    one = sandbox.regions[0]
+    conn = sandbox.connect(one)
+    port = central.network.create_port(network_id=net.id, name=f"{net.name}-pre")
+    assert conn.network.get_port(port.id).id == port.id
+    _isthmus(sandbox, "sandbox", "stop", f"neutron-{CENTRAL}")
+    try:
+        server = conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240)
+        assert server.status == "ACTIVE"
+        _isthmus(sandbox, "sandbox", "restart", f"neutron-{one}")  # its queued report is gone with it
+    finally:
+        _isthmus(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
+    _enqueue(sandbox, "binding_sync", one)  # also periodic; enqueued here so the test need not wait
+    eventually(lambda: _bound_in(admin, port.id, one), timeout=120, what="central's binding record repaired")
+
+
+def test_dhcp_turned_on_later_takes_centrals_reserved_address_in_each_region(sandbox, central, admin):
+    from isthmus.network import dhcp_reservation_name
+
+    one = sandbox.regions[0]
+    net = central.network.create_network(name=f"dhcp-{uuid.uuid4().hex[:6]}")
+    try:
+        subnet = central.network.create_subnet(network_id=net.id, ip_version=4, cidr="10.79.0.0/24",
+                                               is_dhcp_enabled=False)
+        assert admin[one].network.get_network(net.id).id == net.id  # copied, without DHCP
+        central.network.update_subnet(subnet.id, is_dhcp_enabled=True)
+        (reserved,) = list(admin[CENTRAL].network.ports(network_id=net.id, name=dhcp_reservation_name(subnet.id)))
+        eventually(lambda: admin[one].network.get_subnet(subnet.id).is_dhcp_enabled, timeout=60,
+                   what="DHCP on in the copy")
+        dhcp = [p for p in admin[one].network.ports(network_id=net.id) if p.device_owner == "network:dhcp"]
+        assert [(p.id, p.fixed_ips[0]["ip_address"]) for p in dhcp] == [
+            (reserved.id, reserved.fixed_ips[0]["ip_address"])]
+    finally:
+        eventually(lambda: _delete_net(central, net.id), timeout=60, what="network delete")
+
+
+def _delete_net(conn, network_id) -> bool:
+    from tests.integration.helpers import delete_network
+
+    return delete_network(conn, network_id)
+
+
+def test_an_external_network_is_copied_as_external_with_the_upstream_gateway(sandbox, admin):
+    one = sandbox.regions[0]
+    top = admin[CENTRAL].network.create_network(name=f"ext-{uuid.uuid4().hex[:6]}", is_router_external=True)
+    try:
+        subnet = admin[CENTRAL].network.create_subnet(network_id=top.id, ip_version=4, cidr="203.0.113.0/24",
+                                                      gateway_ip="203.0.113.1", is_dhcp_enabled=False)
+        copy = admin[one].network.get_network(top.id)
+        assert copy.is_router_external is True
+        assert admin[one].network.get_subnet(subnet.id).gateway_ip == "203.0.113.1"
+    finally:
+        eventually(lambda: _delete_net(admin[CENTRAL], top.id), timeout=60, what="network delete")

@@ -31,6 +31,7 @@ from isthmus.network import (
 )
 from isthmus.network.central.state import state
 from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.port_sync import payload as port_sync_payload
 
 LOG = logging.getLogger(__name__)
 _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
@@ -39,6 +40,10 @@ _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
 def _report(port: dict) -> dict | None:
     report = binding_report(port)
     return report if report and report.get("region") else None
+
+
+def _addresses(port: dict) -> set[str]:
+    return {ip["ip_address"] for ip in port.get("fixed_ips") or []}
 
 
 def _is_user_port(port: dict) -> bool:
@@ -82,7 +87,9 @@ class CentralMechanismDriver(api.MechanismDriver):
         if subnet.get("enable_dhcp"):
             self._reserve(plugin, admin, subnet, dhcp_reservation_name(subnet["id"]),
                           DHCP_RESERVATION_DEVICE, constants.DEVICE_OWNER_DHCP)
-        if subnet.get("gateway_ip"):
+        # Per-region gateways serve the regions' own routers; an external network's
+        # gateway is the upstream one, shared by every region.
+        if subnet.get("gateway_ip") and not context.network.current.get("router:external"):
             hints = context.network.current.get("availability_zone_hints") or []
             for region in state().regions_for_hints(list(hints)):
                 self._reserve(plugin, admin, subnet, gateway_reservation_name(region, subnet["id"]),
@@ -113,6 +120,13 @@ class CentralMechanismDriver(api.MechanismDriver):
         self._sync_network(subnet["network_id"], subnet["project_id"], "subnet deleted")
 
     def update_subnet_postcommit(self, context: api.SubnetContext) -> None:
+        subnet, before = context.current, context.original or {}
+        if (subnet.get("enable_dhcp") and not before.get("enable_dhcp")
+                and subnet.get("ipv6_address_mode") not in _AUTO_ADDRESS_MODES):
+            # DHCP turned on later: the shared DHCP address must be central's
+            # before any region's DHCP port takes one (the regions copy it).
+            self._reserve(directory.get_plugin(), context.plugin_context.elevated(), subnet,
+                          dhcp_reservation_name(subnet["id"]), DHCP_RESERVATION_DEVICE, constants.DEVICE_OWNER_DHCP)
         self._sync_network(context.current["network_id"], context.current["project_id"], "subnet updated")
 
     # --- networks ----------------------------------------------------------------
@@ -124,34 +138,37 @@ class CentralMechanismDriver(api.MechanismDriver):
         self._sync_network(context.current["id"], context.current["project_id"], "network deleted")
 
     # --- ports -------------------------------------------------------------------
+    # Every port event queues port_sync for that port only (constant work per
+    # event); network_sync runs when a region first holds a port of the network
+    # (it then needs shadows of all the others) and as the periodic backstop.
     def update_port_postcommit(self, context: api.PortContext) -> None:
         port, before = context.current, context.original or {}
-        if _is_user_port(port) and plans.port_changes(port, before):
-            self._sync_port(port, before)
-        if not _is_compute(port) and not _is_compute(before):
+        if not _is_user_port(port):
             return
-        moved = (port.get(portbindings.HOST_ID) != before.get(portbindings.HOST_ID)
-                 or _report(port) != _report(before))
-        if moved:
-            self._record_placement(port, before)
-        if moved or port.get("security_groups") != before.get("security_groups"):
-            self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} moved")
+        moved = _is_compute(port) or _is_compute(before)
+        moved = moved and (port.get(portbindings.HOST_ID) != before.get(portbindings.HOST_ID)
+                           or _report(port) != _report(before))
+        first_here = self._record_placement(port, before) if moved else False
+        if moved or plans.port_changes(port, before):
+            self._sync_port(port, before)
+        if first_here:
+            self._sync_network(port["network_id"], port["project_id"], "first port of the network bound there")
+        if moved or port.get("security_groups") != before.get("security_groups") \
+                or _addresses(port) != _addresses(before):
             self._sync_security_groups(port["project_id"], f"port {port['id']} membership")
 
     def delete_port_postcommit(self, context: api.PortContext) -> None:
         port = context.current
         state().tombstones.bury("port", port["id"], port["project_id"])
-        routed = state().registry.routings_of(port["id"], "port")
         state().registry.forget(port["id"], "port")
         # Also a user port that is not bound anywhere (a server's port Nova left
         # unbound, or one never booted): regions may still hold copies of it.
-        user_port = not (port.get("device_owner") or "").startswith("network:")
-        if routed or _report(port) or user_port:
-            self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} deleted")
+        if _is_user_port(port):
+            self._sync_port(port, port)
             self._sync_security_groups(port["project_id"], f"port {port['id']} deleted")
 
     def _sync_port(self, port: dict, before: dict) -> None:
-        """A user changed the port here: its copies must show it (port_sync, this
+        """The port's copies and shadows must show this change (port_sync, this
         port only). New groups are routed to the port's region first, so the
         group sync that follows covers them there."""
         pod = state().pod_of_region((_report(port) or {}).get("region") or "")
@@ -159,14 +176,13 @@ class CentralMechanismDriver(api.MechanismDriver):
             for sg in set(port.get("security_groups") or []) - set(before.get("security_groups") or []):
                 state().registry.ensure_routing(sg, sg, pod.pod_id, port["project_id"], "security_group")
         LOG.debug("isthmus: queue %s %s", jobtypes.PORT_SYNC, port["id"])
-        state().jobs.enqueue(jobtypes.PORT_SYNC, port["id"], project_id=port["project_id"] or None)
-        if port.get("mac_address") != before.get("mac_address"):
-            self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} MAC changed")
-        if port.get("security_groups") != before.get("security_groups"):
-            self._sync_security_groups(port["project_id"], f"port {port['id']} groups changed")
+        state().jobs.enqueue(jobtypes.PORT_SYNC, port["id"], project_id=port["project_id"] or None,
+                             payload=port_sync_payload(port["network_id"], port.get("mac_address"),
+                                                       before.get("mac_address")))
 
-    def _record_placement(self, port: dict, before: dict) -> None:
-        """Routings say where a central object has copies; reconcilers read them."""
+    def _record_placement(self, port: dict, before: dict) -> bool:
+        """Routings say where a central object has copies; reconcilers read them.
+        True when this is the first port of its network bound in that region."""
         registry_ = state().registry
         report = _report(port)
         old = _report(before)
@@ -175,18 +191,20 @@ class CentralMechanismDriver(api.MechanismDriver):
             if pod:
                 registry_.forget(port["id"], "port", pod.pod_id)
         if not report or not port.get(portbindings.HOST_ID):
-            return
+            return False
         pod = state().pod_of_region(report["region"])
         if pod is None:
             LOG.warning("isthmus: port %s reported bound in unknown region %s", port["id"], report["region"])
-            return
+            return False
         project = port["project_id"]
+        first_here = registry_.find_routing(port["network_id"], pod.pod_id, "network") is None
         registry_.ensure_routing(port["id"], port["id"], pod.pod_id, project, "port")
         registry_.ensure_routing(port["network_id"], port["network_id"], pod.pod_id, project, "network")
         for ip in port.get("fixed_ips") or []:
             registry_.ensure_routing(ip["subnet_id"], ip["subnet_id"], pod.pod_id, project, "subnet")
         for sg in port.get("security_groups") or []:
             registry_.ensure_routing(sg, sg, pod.pod_id, project, "security_group")
+        return first_here
 
     # --- security groups ----------------------------------------------------------
     def _security_group_rule_changed(self, resource, event, trigger, payload) -> None:

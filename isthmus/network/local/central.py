@@ -46,8 +46,8 @@ class CentralClient:
     def create_port(self, port: dict) -> dict:
         return self.neutron.create("ports", port)
 
-    def update_port(self, port_id: str, changes: dict) -> dict | None:
-        return self.neutron.update("ports", port_id, changes)
+    def update_port(self, port_id: str, changes: dict, if_revision: int | None = None) -> dict | None:
+        return self.neutron.update("ports", port_id, changes, if_revision)
 
     def delete_port(self, port_id: str) -> None:
         self.neutron.delete("ports", port_id)

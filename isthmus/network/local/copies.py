@@ -29,7 +29,9 @@ def allowed_here(network: Mapping[str, Any], region: str, availability_zone: str
 
 def network_body(central: Mapping[str, Any]) -> dict[str, Any]:
     body = {k: central[k] for k in _NETWORK_KEYS if central.get(k) is not None}
-    body["router:external"] = False  # external networks are placed by central (L3, later)
+    # Faithful: an external network is external in every region (its floating IPs
+    # and router gateways come from central's pool, like every other address).
+    body["router:external"] = bool(central.get("router:external"))
     body["availability_zone_hints"] = []
     return body
 

@@ -29,18 +29,19 @@ from oslo_utils import excutils
 from isthmus.network import (
     DHCP_RESERVATION_DEVICE,
     GATEWAY_RESERVATION_DEVICE,
-    PROFILE_KEY,
     SHADOW_OWNER,
     binding_report,
     bound_region,
     config,
     dhcp_reservation_name,
     gateway_reservation_name,
+    port_report,
     reported_agent,
     shadow_port_id,
 )
 from isthmus.network.local import copies
 from isthmus.network.local.central import CentralRejected, CentralUnavailable, client
+from isthmus.network.local.reports import CentralReports
 
 LOG = logging.getLogger(__name__)
 # IPv6 subnets whose addresses derive from the MAC: a copy gets the same address
@@ -104,6 +105,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         super().__init__()
         self.region = cfg.CONF.isthmus.region_name
         self.availability_zone = cfg.CONF.isthmus.availability_zone
+        self.reports = CentralReports(self.region, self._current_report, client)
         LOG.info("isthmus local plugin for region %s (az %s)", self.region, self.availability_zone)
 
     def _stripe(self, object_id: str) -> threading.RLock:
@@ -147,7 +149,11 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         try:
             found = [n for name in names for n in client().neutron.list("networks", name=name)]
         except CentralUnavailable as err:
-            raise _unavailable(err) from err
+            # What is copied already keeps working while central is down: answer
+            # from the copies here (a network not copied yet is not found by name).
+            LOG.warning("isthmus: central unreachable, networks named %s answered from this region: %s",
+                        names, err)
+            return
         for network in found:
             if not self._visible(context, network):
                 continue
@@ -224,6 +230,31 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         self._copy_subnet(context.elevated(), central)
         return True
 
+    # Override: DHCP turned on for a copied subnet (network_sync follows central)
+    # takes central's reserved DHCP address here first, so this region's DHCP
+    # port can never take an address central hands to a VM.
+    def update_subnet(self, context, id, subnet):
+        body = subnet.get("subnet") or {}
+        if body.get("enable_dhcp") is True:
+            admin = context.elevated()
+            current = super().get_subnet(admin, id)
+            if not current.get("enable_dhcp") and current.get("ipv6_address_mode") not in _AUTO_ADDRESS_MODES:
+                self._copy_dhcp_reservation(admin, current)
+        return super().update_subnet(context, id, subnet)
+
+    def _copy_dhcp_reservation(self, admin, subnet: dict) -> None:
+        if subnet["network_id"] in self._regional_only:
+            return
+        try:
+            central = client().subnet(subnet["id"])
+        except CentralUnavailable as err:
+            raise _unavailable(err) from err
+        if central is None:
+            return  # a subnet of this region only
+        dhcp = self._central_reservation(central, dhcp_reservation_name(central["id"]),
+                                         DHCP_RESERVATION_DEVICE, constants.DEVICE_OWNER_DHCP)
+        self._copy_port_body(admin, dhcp)
+
     def _central_subnets(self, network_id: str) -> list[dict]:
         try:
             return client().subnets(network_id)
@@ -239,8 +270,11 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         except n_exc.SubnetNotFound:
             pass
         auto_address = central.get("ipv6_address_mode") in _AUTO_ADDRESS_MODES
+        # An external network's gateway is the upstream router, the same for every region.
+        external = super().get_network(admin, central["network_id"], fields=["router:external"]).get(
+            "router:external")
         gateway = None
-        if central.get("gateway_ip") and not auto_address:
+        if central.get("gateway_ip") and not auto_address and not external:
             gateway = self._central_reservation(central, gateway_reservation_name(self.region, central["id"]),
                                                 GATEWAY_RESERVATION_DEVICE, constants.DEVICE_OWNER_DISTRIBUTED)
         body = copies.subnet_body(central, gateway["fixed_ips"][0]["ip_address"] if gateway else None)
@@ -422,31 +456,22 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         return after
 
     def _report_binding(self, admin, port: dict) -> None:
-        host = port.get(portbindings.HOST_ID) or ""
-        report: dict[str, Any] = {
-            portbindings.HOST_ID: host,
-            "device_owner": port.get("device_owner") or "",
-            "device_id": port.get("device_id") or "",
-        }
-        if host:
-            binding = {
-                "region": self.region,
-                "vif_type": port.get(portbindings.VIF_TYPE),
-                "vif_details": port.get(portbindings.VIF_DETAILS) or {},
-                "vnic_type": port.get(portbindings.VNIC_TYPE),
-            }
-            agent = self._tunnel_agent(admin, host)
-            if agent:
-                binding["agent"] = agent
-            report[portbindings.PROFILE] = {PROFILE_KEY: binding}
-        else:
-            report[portbindings.PROFILE] = {}
+        self.reports.report(port["id"])  # retried in the background until central has it
+
+    def _current_report(self, port_id: str) -> dict | None:
+        """What central should know of this port's binding here, as it is now
+        (None: not a port of central's, or gone)."""
+        from neutron_lib import context as n_context
+
+        admin = n_context.get_admin_context()
         try:
-            client().update_port(port["id"], report)
-            LOG.info("isthmus: reported binding of port %s (host %r) to central", port["id"], host)
-        except (CentralUnavailable, CentralRejected) as err:
-            # The port works here; central's periodic binding reconcile catches up.
-            LOG.warning("isthmus: could not report binding of port %s to central: %s", port["id"], err)
+            port = super().get_port(admin, port_id)
+        except n_exc.PortNotFound:
+            return None
+        if not _is_central_port(port.get("device_owner")) or port["network_id"] in self._regional_only:
+            return None
+        host = port.get(portbindings.HOST_ID) or ""
+        return port_report(self.region, port, self._tunnel_agent(admin, host) if host else None)
 
     # ------------------------------------------------------------ L2 agents
     # The agents API (get_agents, create_or_update_agent) is the public plugin
@@ -495,15 +520,22 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             port = super().get_port(context.elevated(), id)
         except n_exc.PortNotFound:
             port = None
+        tell_central_later = False
         if port and _is_central_port(port.get("device_owner")):
             try:
                 if self._lives_here(port):
                     client().delete_port(id)
             except CentralUnavailable as err:
-                raise _unavailable(err) from err
+                # The port goes here now; central is told when it answers again
+                # (and the worker's binding_sync repairs it after a restart of this server).
+                LOG.warning("isthmus: central unreachable; port %s deleted here, at central later: %s", id, err)
+                tell_central_later = True
             except CentralRejected as err:
                 raise _rejected(err, "port") from err
-        return super().delete_port(context, id, l3_port_check)
+        result = super().delete_port(context, id, l3_port_check)
+        if tell_central_later:
+            self.reports.deleted_here(id)
+        return result
 
     def _lives_here(self, port: dict) -> bool:
         # Central's word, not this copy's binding: a region that was down while

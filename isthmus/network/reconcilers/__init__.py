@@ -7,6 +7,7 @@ from oslo_config import cfg
 
 from isthmus.jobs import HandlerRegistry, JobContext, ResourceRef, Resync
 from isthmus.network import jobtypes
+from isthmus.network.reconcilers.binding_sync import sync_bindings
 from isthmus.network.reconcilers.network_sync import sync_network
 from isthmus.network.reconcilers.port_sync import sync_port
 from isthmus.network.reconcilers.security_groups import sync_security_groups
@@ -32,6 +33,12 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
     registry.register(
         jobtypes.NETWORK_SYNC, lambda ctx: sync_network(services.get(), ctx),
         resource_keys=("network_id",), resync=Resync(interval, routed("network", "top_id")))
+    def regions():
+        for pod in services.get().registry.regional_pods():
+            yield ResourceRef(pod.region_name, None)
+
+    registry.register(jobtypes.BINDING_SYNC, lambda ctx: sync_bindings(services.get(), ctx),
+                      resource_keys=("region",), resync=Resync(interval, regions))
     registry.register(jobtypes.PORT_SYNC, lambda ctx: sync_port(services.get(), ctx), resource_keys=("port_id",))
     registry.register(
         jobtypes.SECURITY_GROUP_SYNC, lambda ctx: sync_security_groups(services.get(), ctx),

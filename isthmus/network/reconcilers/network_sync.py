@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 
-from isthmus.clients import NeutronClient, Rejected, Unavailable
+from isthmus.clients import NeutronClient, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
-from isthmus.network.reconcilers.port_sync import update_copy
+from isthmus.network.reconcilers.port_sync import apply
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
@@ -30,10 +30,9 @@ def sync_network(services: Services, ctx: JobContext) -> None:
     # Every region, not only the routed ones (where ports were bound): a copy
     # made by a mere lookup has no routing, yet holds copies of central's ports
     # and addresses that must go when central's go.
-    routed = {r for r in (services.region_of_pod(x.pod_id)
-                          for x in services.registry.routings_of(network_id, "network")) if r}
+    routed = services.routed_regions(network_id)
     regions = [p.region_name for p in services.registry.regional_pods()]
-    shadows = central is not None and _wants_shadows(services, central)
+    shadows = central is not None and services.wants_shadows(central)
 
     if central is None and not services.tombstones.is_buried("network", network_id):
         # Outages are not deletions: a 404 that central never recorded as its own
@@ -52,12 +51,6 @@ def sync_network(services: Services, ctx: JobContext) -> None:
     in_every_region(regions, sync_region, f"network {network_id}")
     if central is None:
         services.registry.forget(network_id, "network")
-
-
-def _wants_shadows(services: Services, central: dict) -> bool:
-    """Shadows carry VxLAN between regions; VLAN and flat networks ride the
-    physical network, which already spans them."""
-    return services.cross_region_l2 == "shadow" and central.get("provider:network_type") == "vxlan"
 
 
 def _holds_copy(neutron: NeutronClient, network_id: str) -> bool:
@@ -95,28 +88,7 @@ def _converge(services: Services, neutron: NeutronClient, region: str, central: 
     central_ports = top.list("ports", network_id=central["id"])
     deleted = services.tombstones.buried("port", plans.missing_at_central(central_ports, regional_ports))
     plan = plans.plan_ports(region, central_ports, regional_ports, shadows, deleted)
-    by_id = {p["id"]: p for p in regional_ports}
-    for port_id in plan.delete:
-        # Deleting a regional compute port deletes it at central too (local
-        # plugin): do that only for a port central has already lost.
-        if plans.is_compute(by_id[port_id]) and top.get("ports", port_id) is not None:
-            continue
-        LOG.info("network %s in %s: deleting port %s", central["id"], region, port_id)
-        neutron.delete("ports", port_id)
-    # Drift repair of user-settable fields (port_sync does it per event).
-    central_by_id = {p["id"]: p for p in central_ports}
-    for port in regional_ports:
-        original = central_by_id.get(port["id"])
-        if (original is not None and port["id"] not in plan.delete and not plans.is_shadow(port)
-                and not (port.get("device_owner") or "").startswith("network:")):
-            update_copy(services, neutron, region, port, original)
-    for body in plan.create_shadows:
-        LOG.info("network %s in %s: shadow of port %s", central["id"], region, plans.shadow_of(body))
-        try:
-            neutron.create("ports", body)
-        except Rejected as err:
-            if err.status != 409:  # 409: created concurrently, converged
-                raise
+    apply(services, neutron, region, plan, {p["id"]: p for p in central_ports}, regional_ports)
     stray = [s for s in neutron.list("subnets", network_id=central["id"]) if s["id"] not in central_subnets]
     deleted_subnets = services.tombstones.buried("subnet", [s["id"] for s in stray])
     for regional in stray:

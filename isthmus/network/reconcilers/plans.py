@@ -89,49 +89,66 @@ def missing_at_central(central_ports: list[dict], regional_ports: list[dict]) ->
 
 def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict],
                shadows: bool = True, deleted: Collection[str] = ()) -> PortPlan:
-    """Regional ports of one network against central's.
+    """Regional ports of one network against central's: :func:`plan_port` for
+    every port either side has (the periodic full pass; events plan one port)."""
+    central_by_id = {p["id"]: p for p in central_ports}
+    regional_by_id: dict[str, list[dict]] = {}
+    for port in regional_ports:
+        regional_by_id.setdefault(port["id"], []).append(port)
+    plan = PortPlan()
+    for port_id, copies in regional_by_id.items():
+        plan.delete += plan_port(region, central_by_id.get(port_id), copies, shadows=shadows,
+                                 local_members=False, deleted=port_id in deleted).delete
+    local_members = any(is_compute(p) and p["id"] not in plan.delete and p.get("binding:host_id")
+                        for p in regional_ports)
+    for port in central_ports:
+        kept = [c for c in regional_by_id.get(port["id"], []) if c["id"] not in plan.delete]
+        plan.create_shadows += plan_port(region, port, kept, shadows=shadows, local_members=local_members,
+                                         deleted=False, decided=True).create_shadows
+    return plan
 
-    ``deleted``: ports central deleted (tombstones). A port merely missing from
-    central's list is kept: only central's recorded delete is proof.
 
-    * a user port (compute or unbound) central deleted: delete it;
-    * a shadow whose original central deleted, or that moved here or was unbound: delete it
-      (every shadow, when ``shadows`` is off: noop mode or a non-VxLAN network);
+def plan_port(region: str, original: Mapping[str, Any] | None, copies: list[dict], *, shadows: bool,
+              local_members: bool, deleted: bool, decided: bool = False) -> PortPlan:
+    """One port in one region: ``copies`` are the region's ports with its id (a
+    copy or a shadow; usually none or one), ``original`` central's port (None if
+    central lacks it; ``deleted`` when central recorded deleting it).
+
+    * a user port (compute or unbound) central deleted: delete its copy;
+    * a shadow whose original central deleted, or that moved here or was unbound,
+      or went stale (MAC, IPs, host or agent changed): delete it (every shadow
+      when ``shadows`` is off: noop mode or a non-VxLAN network);
     * an unbound stale copy of a port now bound in another region: delete it
       (the port moved; a shadow replaces it);
-    * a port bound in another region gets a shadow here, if this region has
-      ports of its own on the network (shadows serve L2 between VMs)."""
+    * a port bound in another region gets a shadow here if this region has
+      ports of its own on the network (``local_members``: shadows serve L2
+      between VMs). ``decided``: ``copies`` are already what stays.
+
+    A port merely missing from central (no ``deleted``) is kept: only central's
+    recorded delete is proof."""
     plan = PortPlan()
-    central_by_id = {p["id"]: p for p in central_ports}
-    have = {p["id"]: p for p in regional_ports}
-    for port in regional_ports:
-        original = central_by_id.get(port["id"])
-        gone = original is None and port["id"] in deleted
+    for port in [] if decided else copies:
+        owner = port.get("device_owner") or ""
         if is_shadow(port):
             if original is None:
-                if gone or not shadows:
+                if deleted or not shadows:
                     plan.delete.append(port["id"])
             elif not shadows or bound_region(original) in (None, region) or shadow_is_stale(port, original):
                 plan.delete.append(port["id"])
-        elif gone and not (port.get("device_owner") or "").startswith("network:"):
-            # A user port deleted at central. Not only compute ports: Nova leaves a
-            # port it did not create unbound (device_owner "") when its server goes,
-            # and that copy kept the port's security groups in use here (B29).
-            plan.delete.append(port["id"])
-        elif (original is not None and not port.get("binding:host_id") and not (port.get("device_owner") or "")
-              .startswith("network:") and bound_region(original) not in (None, region)):
-            plan.delete.append(port["id"])
-    local_members = any(is_compute(p) and p["id"] not in plan.delete and p.get("binding:host_id")
-                        for p in regional_ports)
-    if not shadows or not local_members:
-        return plan
-    for port in central_ports:
-        where = bound_region(port)
-        if not is_compute(port) or where in (None, region):
+        elif owner.startswith("network:"):
             continue
-        if port["id"] in have and port["id"] not in plan.delete:
-            continue
-        plan.create_shadows.append(shadow_body(port))
+        elif original is None:
+            # Not only compute ports: Nova leaves a port it did not create unbound
+            # (device_owner "") when its server goes; that copy kept the port's
+            # security groups in use here (B29).
+            if deleted:
+                plan.delete.append(port["id"])
+        elif not port.get("binding:host_id") and bound_region(original) not in (None, region):
+            plan.delete.append(port["id"])
+    kept = [c for c in copies if c["id"] not in plan.delete]
+    if (shadows and local_members and original is not None and is_compute(original)
+            and bound_region(original) not in (None, region) and not kept):
+        plan.create_shadows.append(shadow_body(original))
     return plan
 
 

@@ -1,22 +1,40 @@
-"""``port_sync``: one central port's user-settable fields reach its regional copies.
+"""``port_sync``: one central port, everywhere. Event-driven and incremental.
 
-Event-driven and incremental: central's driver queues it when a user changes a
-port there, and it touches that port only, one list call and at most one update
-per region (a security change that never reaches the enforcing region is a
-security hole, so this is not left to the periodic pass). Shadows follow a
-changed MAC or address (remade); their other fields do not matter to them.
+Central's driver queues it when a user changes a port there, when a region
+reports the port bound, unbound or moved, and when the port is deleted. It
+touches that port only: per region one list call (by network and MAC, answered
+from the region's own database) and at most a few writes, however many ports
+the network has:
+
+* the regional copy shows central's user-settable fields (a security change
+  that never reaches the enforcing region is a security hole);
+* every region that has ports of its own on the network holds a shadow of the
+  port where it is bound elsewhere, remade when its MAC, addresses or host moved;
+* copies and shadows go when central recorded the port's delete.
+
+``network_sync`` plans whole networks: on first use of a network in a region,
+on network and subnet changes, and periodically, as the backstop.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, RetryLater
+from isthmus.network import bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
+
+
+def payload(network_id: str, *macs: str | None) -> dict:
+    """What a port_sync needs when central no longer has the port (deleted) or
+    its MAC changed: where to look for the old copies."""
+    return {"network_id": network_id, "macs": sorted({m for m in macs if m})}
 
 
 def sync_port(services: Services, ctx: JobContext) -> None:
@@ -25,25 +43,66 @@ def sync_port(services: Services, ctx: JobContext) -> None:
         central = services.central.get("ports", port_id)
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
-    if central is None:
-        return  # deleted: network_sync removes the copies, on central's recorded delete
+    network_id = central["network_id"] if central else ctx.payload.get("network_id")
+    macs = set(ctx.payload.get("macs") or []) | ({central["mac_address"]} if central else set())
+    deleted = central is None and services.tombstones.is_buried("port", port_id)
+    if not network_id or not macs or (central is None and not deleted):
+        return  # central lacks it and recorded no delete: nothing is proof of anything
+    try:
+        network = services.central.get("networks", network_id)
+    except Unavailable as err:
+        raise RetryLater(f"central: {err}") from err
+    shadows = network is not None and services.wants_shadows(network)
+    routed = services.routed_regions(network_id)
     regions = [p.region_name for p in services.registry.regional_pods()]
-    in_every_region(regions, lambda region: _sync_region(services, region, central), f"port {port_id}")
+
+    def sync_region(region: str) -> None:
+        neutron = services.neutron(region)
+        copies = _copies(neutron, port_id, network_id, macs)
+        plan = plans.plan_port(region, central, copies, shadows=shadows, local_members=region in routed,
+                               deleted=deleted)
+        apply(services, neutron, region, plan, {port_id: central} if central else {}, copies)
+
+    in_every_region(regions, sync_region, f"port {port_id}")
 
 
-def _sync_region(services: Services, region: str, central: dict) -> None:
-    neutron = services.neutron(region)
-    # Filtered by network and MAC: answered from the region's own database (a
-    # filter by id would make the local plugin copy the port, which is not ours to
-    # do). A changed MAC misses the old copy here: central queues network_sync too.
-    found = neutron.list("ports", network_id=central["network_id"], mac_address=central["mac_address"])
-    for port in found:
-        if port["id"] != central["id"]:
+def _copies(neutron: NeutronClient, port_id: str, network_id: str, macs: set[str]) -> list[dict]:
+    # By network and MAC: a filter by id would make the local plugin copy the
+    # port, which is not ours to do.
+    found: dict[str, dict] = {}
+    for mac in sorted(macs):
+        for port in neutron.list("ports", network_id=network_id, mac_address=mac):
+            if port["id"] == port_id:
+                found[port["id"] + port.get("device_owner", "")] = port
+    return list(found.values())
+
+
+def apply(services: Services, neutron: NeutronClient, region: str, plan: plans.PortPlan,
+          central: Mapping[str, dict], regional: list[dict]) -> None:
+    """Carry out a port plan in one region: ``central`` by id, ``regional`` the
+    region's ports the plan was made from (shared with network_sync)."""
+    by_id = {p["id"]: p for p in regional}
+    for port_id in plan.delete:
+        original = central.get(port_id)
+        # Deleting a regional compute port deletes it at central too (local
+        # plugin) where central says it lives: never do that to a live port.
+        if plans.is_compute(by_id[port_id]) and original is not None and bound_region(original) == region:
             continue
-        if plans.is_shadow(port):
-            _refresh_shadow(neutron, region, port, central)
-        else:
-            update_copy(services, neutron, region, port, central)
+        LOG.info("port %s in %s: deleting %s", port_id, region,
+                 "shadow" if plans.is_shadow(by_id[port_id]) else "copy")
+        neutron.delete("ports", port_id)
+    for port in regional:
+        original = central.get(port["id"])
+        if original is not None and port["id"] not in plan.delete and not plans.is_shadow(port) \
+                and not (port.get("device_owner") or "").startswith("network:"):
+            update_copy(services, neutron, region, port, original)
+    for body in plan.create_shadows:
+        LOG.info("port %s in %s: shadow", plans.shadow_of(body), region)
+        try:
+            neutron.create("ports", body)
+        except Rejected as err:
+            if err.status != 409:  # 409: created concurrently, converged
+                raise
 
 
 def update_copy(services: Services, neutron: NeutronClient, region: str, copy: dict, central: dict) -> None:
@@ -59,16 +118,3 @@ def update_copy(services: Services, neutron: NeutronClient, region: str, copy: d
             services.registry.ensure_routing(group_id, group_id, pod.pod_id, central["project_id"], "security_group")
     LOG.info("port %s in %s: updating %s", central["id"], region, sorted(changes))
     neutron.update("ports", central["id"], changes)
-
-
-def _refresh_shadow(neutron: NeutronClient, region: str, shadow: dict, central: dict) -> None:
-    """A shadow stands for an address and a MAC: remade when they moved."""
-    if not plans.shadow_is_stale(shadow, central):
-        return
-    LOG.info("port %s in %s: remaking its shadow", central["id"], region)
-    neutron.delete("ports", shadow["id"])
-    try:
-        neutron.create("ports", plans.shadow_body(central))
-    except Rejected as err:
-        if err.status != 409:
-            raise

@@ -55,6 +55,16 @@ class Services:
     def neutron(self, region: str) -> NeutronClient:
         return self.clients.neutron(region)
 
+    def wants_shadows(self, network: dict) -> bool:
+        """Shadows carry VxLAN between regions; VLAN and flat networks ride the
+        physical network, which already spans them."""
+        return self.cross_region_l2 == "shadow" and network.get("provider:network_type") == "vxlan"
+
+    def routed_regions(self, network_id: str) -> set[str]:
+        """Regions where a port of the network was bound (they need shadows)."""
+        return {r for r in (self.region_of_pod(x.pod_id) for x in self.registry.routings_of(network_id, "network"))
+                if r}
+
     def region_of_pod(self, pod_id: str) -> str | None:
         pod = next((p for p in self.registry.pods() if p.pod_id == pod_id), None)
         return pod.region_name if pod else None

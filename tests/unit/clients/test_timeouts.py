@@ -87,3 +87,30 @@ def test_the_worker_bounds_its_region_calls(tmp_path, extra, expected):
     services = LazyServices(conf).get()
     assert services.clients.session.timeout == expected
     assert services.neutron("RegionOne").timeout == expected
+
+
+def test_a_region_that_failed_is_not_tried_again_until_the_cooldown_passes():
+    from keystoneauth1 import exceptions as ks_exc
+
+    from isthmus.clients.breaker import Breaker
+    from isthmus.clients.neutron import Unavailable
+
+    now = [0.0]
+    up = [False]
+
+    def answer(call):
+        if not up[0]:
+            raise ks_exc.ConnectTimeout("hangs")
+        return Response(200, {"port": {"id": "p0"}})
+
+    http = FakeAdapter(answer)
+    neutron = NeutronClient(http, "RegionTwo", breaker=Breaker(cooldown=10, clock=lambda: now[0]))
+    with pytest.raises(Unavailable, match="unreachable"):
+        neutron.get("ports", "p0")
+    up[0] = True
+    with pytest.raises(Unavailable, match="not tried for another 10s"):
+        neutron.get("ports", "p0")
+    assert len(http.calls) == 1  # failed fast, no second timeout spent
+    now[0] = 10.5
+    assert neutron.get("ports", "p0") == {"id": "p0"}  # the trial call goes through and closes it
+    assert neutron.get("ports", "p0") == {"id": "p0"} and len(http.calls) == 3

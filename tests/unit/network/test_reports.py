@@ -1,0 +1,130 @@
+"""Binding reports to central: level-triggered, ordered, retried (pure logic
+against an in-memory stand-in of the one REST client the plugin uses)."""
+
+from __future__ import annotations
+
+from isthmus.clients.neutron import Rejected, Unavailable
+from isthmus.network import PROFILE_KEY
+from isthmus.network.local.reports import CentralReports
+
+
+class Central:
+    """Central's ports by id, with Neutron's revision_number and If-Match."""
+
+    def __init__(self) -> None:
+        self.ports: dict[str, dict] = {}
+        self.down = False
+        self.writes: list[tuple[str, dict]] = []
+
+    def _check(self) -> None:
+        if self.down:
+            raise Unavailable("central down")
+
+    def port(self, port_id: str) -> dict | None:
+        self._check()
+        port = self.ports.get(port_id)
+        return dict(port) if port else None
+
+    def update_port(self, port_id: str, changes: dict, if_revision: int | None = None) -> dict:
+        self._check()
+        port = self.ports[port_id]
+        if if_revision is not None and port["revision_number"] != if_revision:
+            raise Rejected(412, "revision changed")
+        port.update(changes)
+        port["revision_number"] += 1
+        self.writes.append((port_id, changes))
+        return port
+
+    def delete_port(self, port_id: str) -> None:
+        self._check()
+        self.ports.pop(port_id, None)
+        self.writes.append((port_id, {"deleted": True}))
+
+
+def bound(region: str, host: str) -> dict:
+    return {"binding:host_id": host, "device_owner": "compute:az", "device_id": "vm",
+            "binding:profile": {PROFILE_KEY: {"region": region}}}
+
+
+UNBOUND = {"binding:host_id": "", "device_owner": "", "device_id": "", "binding:profile": {}}
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reports(region: str, central: Central, local: dict[str, dict], clock: Clock) -> CentralReports:
+    return CentralReports(region, local.get, lambda: central, clock=clock, background=False)
+
+
+def test_a_bind_is_sent_and_a_repeat_writes_nothing():
+    central, clock = Central(), Clock()
+    central.ports["p"] = {"id": "p", "revision_number": 1, **UNBOUND}
+    local = {"p": bound("RegionOne", "h1")}
+    r = reports("RegionOne", central, local, clock)
+    r.report("p")
+    assert r.retry_due() == 0
+    r.report("p")
+    assert r.retry_due() == 0
+    assert central.ports["p"]["binding:host_id"] == "h1" and len(central.writes) == 1
+
+
+def test_a_late_unbind_never_overwrites_the_newer_bind_of_another_region():
+    central, clock = Central(), Clock()
+    central.ports["p"] = {"id": "p", "revision_number": 5, **bound("RegionTwo", "h2")}
+    one = reports("RegionOne", central, {"p": dict(UNBOUND)}, clock)
+    one.report("p")
+    assert one.retry_due() == 0
+    assert central.ports["p"]["binding:host_id"] == "h2" and central.writes == []
+
+
+def test_a_report_that_failed_is_retried_with_the_state_of_the_moment():
+    central, clock = Central(), Clock()
+    central.ports["p"] = {"id": "p", "revision_number": 1, **UNBOUND}
+    local = {"p": bound("RegionOne", "h1")}
+    r = reports("RegionOne", central, local, clock)
+    central.down = True
+    r.report("p")
+    assert r.retry_due() == 1 and r.pending() == {"p": "report"}
+    local["p"] = bound("RegionOne", "h9")  # it moved host meanwhile: the retry sends what is true now
+    central.down = False
+    clock.now += 0.6  # not due yet
+    assert r.retry_due() == 1 and central.writes == []
+    clock.now += 100
+    assert r.retry_due() == 0
+    assert central.ports["p"]["binding:host_id"] == "h9" and len(central.writes) == 1
+
+
+def test_a_concurrent_change_at_central_is_read_again_not_overwritten():
+    central, clock = Central(), Clock()
+    central.ports["p"] = {"id": "p", "revision_number": 1, **UNBOUND}
+    r = reports("RegionOne", central, {"p": bound("RegionOne", "h1")}, clock)
+    real = central.port
+
+    def racing(port_id):  # another writer changes the port between our read and write
+        port = real(port_id)
+        central.ports["p"]["revision_number"] += 1
+        return port
+
+    central.port = racing  # type: ignore[method-assign]
+    r.report("p")
+    assert r.retry_due() == 1 and central.writes == []
+    central.port = real  # type: ignore[method-assign]
+    clock.now += 100
+    r.retry_due()
+    assert central.ports["p"]["binding:host_id"] == "h1"
+
+
+def test_a_delete_made_while_central_was_down_reaches_central_unless_the_port_moved():
+    central, clock = Central(), Clock()
+    central.ports["gone"] = {"id": "gone", "revision_number": 1, **bound("RegionOne", "h")}
+    central.ports["moved"] = {"id": "moved", "revision_number": 1, **bound("RegionTwo", "h2")}
+    r = reports("RegionOne", central, {}, clock)
+    r.deleted_here("gone")
+    r.deleted_here("moved")
+    clock.now += 100
+    assert r.retry_due() == 0
+    assert "gone" not in central.ports and "moved" in central.ports
