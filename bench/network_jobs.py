@@ -613,8 +613,23 @@ class JobReport:
     trace: JobTrace
 
 
+def worker_requests(logs: dict[str, AccessLog], before: dict[str, int], regions: tuple[str, ...]) -> Counter[str]:
+    """The job worker's requests to the regions, by what caused them: a port
+    event (port_sync: lookups by network and MAC, shadow creates and deletes) or
+    a whole-network pass (network_sync: first use in a region, periodic resync)."""
+    counts: Counter[str] = Counter()
+    for region in regions:
+        for request in logs[region].since(before[region]):
+            if not request.agent.startswith(XJOB_AGENT):
+                continue
+            per_port = "mac_address=" in request.path or (
+                request.method in ("POST", "DELETE") and request.path.startswith("/v2.0/ports"))
+            counts["port events" if per_port else "network passes"] += 1
+    return counts
+
+
 def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fails: int, rules: dict[str, int],
-                      poll: float) -> None:
+                      poll: float, requests: Counter[str] | None = None, events: int = 0) -> None:
     shadows = sum(len(v) for v in conv.expected.values())
     rate = shadows / conv.span_s if conv.span_s > 0 else float("nan")
     print(f"\n2. job convergence ({'converged' if conv.converged else 'NOT CONVERGED'}; shadows polled every {poll:g}s)")
@@ -641,6 +656,10 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
               f"{job.trace.max_failures:12d} {final:>8}  {errors}")
     print("   events: binding reports (each queues both jobs); runs: counted in central's access log "
           "(periodic resyncs included); sampled: run starts seen in the Isthmus DB")
+    if requests is not None and events:
+        print("   worker requests to the regions per binding event: "
+              + ", ".join(f"{kind} {n / events:.2f}" for kind, n in sorted(requests.items()))
+              + f" ({events} events; constant per event means wiring is incremental)")
     print(f"   FAIL jobs in the Isthmus DB (all keys): {fails}; "
           f"remote-member rules added per region: {', '.join(f'{r} {n}' for r, n in rules.items())}")
 
@@ -738,6 +757,7 @@ def main() -> int:
         sampler.stop()
         conv = convergence(made.made, watcher, regions, converged)
         central_requests = logs[CENTRAL_REGION].since(before[CENTRAL_REGION])
+        by_cause = worker_requests(logs, before, regions)
         job_reports = [
             JobReport("network_sync", len(made.made), count_runs(central_requests, f"/v2.0/networks/{network}"),
                       sampler.traces["network_sync"]),
@@ -757,7 +777,7 @@ def main() -> int:
         fan_out = measure_fan_out(layout, neutrons, store, list(jobs.values()), network, args.lists)
 
         print_creation(base, made)
-        print_convergence(conv, base, job_reports, fails, rules, args.poll)
+        print_convergence(conv, base, job_reports, fails, rules, args.poll, by_cause, len(made.made))
         print_fan_out(fan_out, regions, args.lists)
         for name, batch in (("baseline", base), ("central", made)):
             for error in batch.errors[:3]:

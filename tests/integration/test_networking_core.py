@@ -21,9 +21,20 @@ def _job(sandbox, job_type: str, resource_id: str):
     return JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).find(job_type, resource_id)
 
 
-def _finished(sandbox, job_type: str, resource_id: str):
-    job = _job(sandbox, job_type, resource_id)
-    return job if job is not None and job.status in ("SUCCESS", "FAIL") else None
+def _run_again(sandbox, job_type: str, resource_id: str):
+    """Enqueue the job; a function that answers its outcome once a run that
+    started after this enqueue has finished (an older result does not count)."""
+    from datetime import datetime, timezone
+
+    since = datetime.now(timezone.utc)
+    _enqueue(sandbox, job_type, resource_id)
+
+    def finished():
+        job = _job(sandbox, job_type, resource_id)
+        done = job is not None and job.status in ("SUCCESS", "FAIL")
+        return job if done and job.started_at and job.started_at >= since else None
+
+    return finished
 
 
 def test_every_user_settable_port_attribute_reaches_the_regional_copy(sandbox, central, admin, stretched):
@@ -89,8 +100,7 @@ def test_a_central_404_that_central_never_recorded_wipes_nothing(sandbox, admin)
     try:
         admin[one].network.create_subnet(network_id=local.id, ip_version=4, cidr="10.78.0.0/24")
         port = admin[one].network.create_port(network_id=local.id, name="must-survive")
-        _enqueue(sandbox, "network_sync", local.id)
-        job = eventually(lambda: _finished(sandbox, "network_sync", local.id), timeout=60, what="the sync job")
+        job = eventually(_run_again(sandbox, "network_sync", local.id), timeout=60, what="the sync job")
         assert job.status == "FAIL" and "recorded no delete" in job.last_error
         assert _network_or_none(admin[one], local.id) is not None
         assert _port_or_none(admin[one], port.id) is not None
@@ -112,8 +122,7 @@ def test_a_group_shared_from_another_project_is_not_taken_for_deleted(sandbox, c
         server = conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240)
         assert admin[one].network.get_security_group(shared.id) is not None
         project = central.current_project_id
-        _enqueue(sandbox, "security_group_sync", project)
-        job = eventually(lambda: _finished(sandbox, "security_group_sync", project), timeout=90, what="group sync")
+        job = eventually(_run_again(sandbox, "security_group_sync", project), timeout=90, what="group sync")
         assert job.status == "SUCCESS", job.last_error
         assert admin[one].network.get_security_group(shared.id).id == shared.id
         conn.compute.delete_server(server)
@@ -220,3 +229,73 @@ def test_an_external_network_is_copied_as_external_with_the_upstream_gateway(san
         assert admin[one].network.get_subnet(subnet.id).gateway_ip == "203.0.113.1"
     finally:
         eventually(lambda: _delete_net(admin[CENTRAL], top.id), timeout=60, what="network delete")
+
+
+def _service_pid(sandbox, name: str) -> int:
+    from isthmus.sandbox.process import ServiceRecord
+
+    (record,) = [r for r in ServiceRecord.load_all(sandbox.state_dir / "run") if r.name == name]
+    return record.pid
+
+
+def test_a_hung_region_blocks_no_other_and_its_jobs_resume(sandbox, central, admin, stretched):
+    """neutron-server of RegionTwo stopped with SIGSTOP: it accepts connections
+    and never answers. Calls to it time out, its breaker fails the rest fast,
+    and RegionOne's wiring goes on; once it answers again, its jobs complete."""
+    import os
+    import signal
+
+    net, _ = stretched
+    one, two = sandbox.regions
+    conn_one, conn_two = sandbox.connect(one), sandbox.connect(two)
+    vm_one = conn_one.compute.wait_for_server(boot(conn_one, net.name, net.id), wait=240)
+    conn_two.compute.wait_for_server(boot(conn_two, net.name, net.id), wait=240)
+    (port_one,) = list(admin[one].network.ports(device_id=vm_one.id))
+    pgid = _service_pid(sandbox, f"neutron-{two}")
+    os.killpg(pgid, signal.SIGSTOP)
+    try:
+        central.network.update_network(net, description="while RegionTwo hangs")
+        for n in range(6):  # more changes than the worker has slots
+            central.network.update_port(port_one.id, description=f"change {n}")
+        eventually(lambda: admin[one].network.get_port(port_one.id).description == "change 5", timeout=60,
+                   what=f"the port change in {one} while {two} hangs")
+        eventually(lambda: admin[one].network.get_network(net.id).description == "while RegionTwo hangs",
+                   timeout=60, what=f"the network change in {one} while {two} hangs")
+    finally:
+        os.killpg(pgid, signal.SIGCONT)
+    admin[two] = sandbox.connect(two, cloud="isthmus-admin")
+    eventually(lambda: admin[two].network.get_network(net.id).description == "while RegionTwo hangs",
+               timeout=180, what=f"the network change in {two} after it answered again")
+
+
+def test_lists_page_to_the_end_under_a_small_page_limit(sandbox, central, admin, stretched):
+    """More VM ports than one page of every Neutron: every one of them gets its
+    shadow, and a full resync keeps them all."""
+    from isthmus.sandbox.layout import Layout
+    from isthmus.sandbox.nova import compute_host
+
+    limit = Layout.load(sandbox.state_dir).neutron_page_limit
+    if not limit:
+        pytest.skip("this sandbox runs Neutron without pagination_max_limit (the test sandbox sets it)")
+    net, _ = stretched
+    one, two = sandbox.regions
+    conn_two = sandbox.connect(two)
+    conn_two.compute.wait_for_server(boot(conn_two, net.name, net.id), wait=240)  # a member in two
+    count = limit + 5
+    ports = []
+    for n in range(count):  # as nova-compute makes them: create, then bind
+        port = admin[one].network.create_port(network_id=net.id, name=f"{net.name}-vm{n}",
+                                              device_owner="compute:nova", device_id=str(uuid.uuid4()))
+        ports.append(admin[one].network.update_port(port, binding_host_id=compute_host(one)))
+    ids = {p.id for p in ports}
+
+    def shadows_in_two():
+        return {p.id for p in admin[two].network.ports(network_id=net.id, device_owner="compute:shadow")} & ids
+
+    eventually(lambda: shadows_in_two() == ids, timeout=180, what=f"{count} shadows in {two}")
+    job = eventually(_run_again(sandbox, "network_sync", net.id), timeout=120, what="the full resync")
+    assert job.status == "SUCCESS", job.last_error
+    assert shadows_in_two() == ids
+    assert {p.id for p in admin[one].network.ports(network_id=net.id)} >= ids
+    for port in ports:
+        admin[one].network.delete_port(port)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import zlib
 from typing import Any
 
@@ -47,6 +48,7 @@ LOG = logging.getLogger(__name__)
 # IPv6 subnets whose addresses derive from the MAC: a copy gets the same address
 # from the same MAC, and Neutron refuses explicit addresses there.
 _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
+REGIONAL_ONLY_SECONDS = 60.0
 # In a shadow agent's configurations: the region whose host it stands for.
 _SHADOW_AGENT_MARK = "isthmus_shadow_of"
 
@@ -54,6 +56,30 @@ _SHADOW_AGENT_MARK = "isthmus_shadow_of"
 def _unavailable(err: Exception) -> n_exc.ServiceUnavailable:
     LOG.warning("isthmus: %s", err)
     return n_exc.ServiceUnavailable()
+
+
+class ExpiringSet:
+    """Members forgotten ``ttl`` seconds after they were added (thread-safe)."""
+
+    def __init__(self, ttl: float, clock=time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, item: str) -> None:
+        with self._lock:
+            self._until[item] = self.clock() + self.ttl
+
+    def __contains__(self, item: object) -> bool:
+        with self._lock:
+            until = self._until.get(item)  # type: ignore[arg-type]
+            if until is None:
+                return False
+            if until < self.clock():
+                del self._until[item]  # type: ignore[arg-type]
+                return False
+            return True
 
 
 class CentralConflict(n_exc.Conflict):
@@ -99,9 +125,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         config.register()
         self._stripes = [threading.RLock() for _ in range(self._STRIPES)]
         self._copying: set[str] = set()
-        # Networks central answered it does not know (made in this region only).
-        # A UUID never appears at central later, so this needs no expiry.
-        self._regional_only: set[str] = set()
+        # Networks central answered it does not know (made in this region only),
+        # remembered for a while, not forever: one 404 (a restore, a misrouted
+        # request) must not make a central network regional for good.
+        self._regional_only = ExpiringSet(REGIONAL_ONLY_SECONDS)
         super().__init__()
         self.region = cfg.CONF.isthmus.region_name
         self.availability_zone = cfg.CONF.isthmus.availability_zone
@@ -340,7 +367,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 self._forget_central_port(central_port["id"])
             raise
         if made.get(portbindings.HOST_ID):  # created bound (not Nova's way, but allowed): report it
-            self._report_binding(admin, made)
+            self.reports.report(made["id"])
         return made
 
     # Override: ML2's bulk create skips create_port, so every port of a bulk POST
@@ -452,11 +479,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         after = super().update_port(context, id, port)
         if (_is_central_port(after.get("device_owner")) and _binding_moved(before, after)
                 and after["network_id"] not in self._regional_only):
-            self._report_binding(context.elevated(), after)
+            self.reports.report(after["id"])  # from the background, retried until central has it
         return after
-
-    def _report_binding(self, admin, port: dict) -> None:
-        self.reports.report(port["id"])  # retried in the background until central has it
 
     def _current_report(self, port_id: str) -> dict | None:
         """What central should know of this port's binding here, as it is now

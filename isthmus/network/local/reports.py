@@ -62,9 +62,17 @@ class CentralReports:
 
     # ---------------------------------------------------------------- callers
     def report(self, port_id: str) -> None:
-        """Tell central where the port is bound now, from the background thread
-        (a bind never waits on central); retried until central has it."""
-        self._queue(port_id, "report", due=self.clock())
+        """Tell central where the port is bound now; retried in the background
+        until central has it. Tried at once first: when Nova's unbind returns,
+        central must know the port is free (a user reuses it in another region
+        right away, and central refuses to delete a port it thinks is bound)."""
+        outcome = self.send(port_id, "report")
+        if outcome.done:
+            with self._lock:
+                self._pending.pop(port_id, None)
+            return
+        LOG.warning("isthmus: report of port %s to central deferred: %s", port_id, outcome.why)
+        self._queue(port_id, "report", due=self.clock() + self._delay(1))
 
     def deleted_here(self, port_id: str) -> None:
         """The port was deleted here while central could not be told."""
