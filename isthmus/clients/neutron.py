@@ -31,12 +31,14 @@ class Rejected(Exception):
         self.status = status
 
 
-_COLLECTION_KEYS = {"security-groups": "security_groups", "security-group-rules": "security_group_rules"}
+_COLLECTION_KEYS = {"security-groups": "security_groups", "security-group-rules": "security_group_rules",
+                    "address-groups": "address_groups"}
 
 
 def singular(collection: str) -> str:
     return {"security-groups": "security_group", "security-group-rules": "security_group_rule",
-            "networks": "network", "subnets": "subnet", "ports": "port"}[collection]
+            "address-groups": "address_group", "networks": "network", "subnets": "subnet",
+            "ports": "port"}[collection]
 
 
 DEFAULT_TIMEOUT = 10.0
@@ -130,6 +132,13 @@ class NeutronClient:
     def update(self, collection: str, obj_id: str, changes: dict) -> dict | None:
         key = singular(collection)
         body = self.call("PUT", f"{collection}/{obj_id}", {key: changes})
+        return body[key] if body else None
+
+    def action(self, collection: str, obj_id: str, action: str, changes: dict) -> dict | None:
+        """A member action (``PUT <collection>/<id>/<action>``), e.g. an address
+        group's ``add_addresses``; None for a 404."""
+        key = singular(collection)
+        body = self.call("PUT", f"{collection}/{obj_id}/{action}", {key: changes})
         return body[key] if body else None
 
     def delete(self, collection: str, obj_id: str) -> bool:

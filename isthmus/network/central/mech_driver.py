@@ -30,7 +30,7 @@ from isthmus.network import (
     jobtypes,
 )
 from isthmus.network.central.state import state
-from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers import address_groups, plans
 
 LOG = logging.getLogger(__name__)
 _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
@@ -136,7 +136,7 @@ class CentralMechanismDriver(api.MechanismDriver):
             self._record_placement(port, before)
         if moved or port.get("security_groups") != before.get("security_groups"):
             self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} moved")
-            self._sync_security_groups(port["project_id"], f"port {port['id']} membership")
+            self._sync_members(port, before)
 
     def delete_port_postcommit(self, context: api.PortContext) -> None:
         port = context.current
@@ -148,7 +148,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         user_port = not (port.get("device_owner") or "").startswith("network:")
         if routed or _report(port) or user_port:
             self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} deleted")
-            self._sync_security_groups(port["project_id"], f"port {port['id']} deleted")
+            self._sync_members(None, port)
 
     def _sync_port(self, port: dict, before: dict) -> None:
         """A user changed the port here: its copies must show it (port_sync, this
@@ -162,8 +162,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         state().jobs.enqueue(jobtypes.PORT_SYNC, port["id"], project_id=port["project_id"] or None)
         if port.get("mac_address") != before.get("mac_address"):
             self._sync_network(port["network_id"], port["project_id"], f"port {port['id']} MAC changed")
-        if port.get("security_groups") != before.get("security_groups"):
-            self._sync_security_groups(port["project_id"], f"port {port['id']} groups changed")
+        self._sync_members(port, before)  # groups or addresses changed
 
     def _record_placement(self, port: dict, before: dict) -> None:
         """Routings say where a central object has copies; reconcilers read them."""
@@ -223,6 +222,16 @@ class CentralMechanismDriver(api.MechanismDriver):
     def _sync_network(network_id: str, project_id: str, why: str) -> None:
         LOG.debug("isthmus: queue %s %s (%s)", jobtypes.NETWORK_SYNC, network_id, why)
         state().jobs.enqueue(jobtypes.NETWORK_SYNC, network_id, project_id=project_id or None)
+
+    @staticmethod
+    def _sync_members(port: dict | None, before: dict | None) -> None:
+        """A port event: one sg_member_sync per (group, address) pair whose
+        membership it may have changed (not the whole project: no rule changes)."""
+        project_id = (port or before or {}).get("project_id") or None
+        for group_id, address in sorted(address_groups.member_pairs(port, before)):
+            key = address_groups.member_key(group_id, address)
+            LOG.debug("isthmus: queue %s %s", jobtypes.SG_MEMBER_SYNC, key)
+            state().jobs.enqueue(jobtypes.SG_MEMBER_SYNC, key, project_id=project_id)
 
     @staticmethod
     def _sync_security_groups(project_id: str | None, why: str) -> None:
