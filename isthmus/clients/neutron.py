@@ -134,12 +134,12 @@ class NeutronClient:
         body = self.call("PUT", f"{collection}/{obj_id}", {key: changes})
         return body[key] if body else None
 
-    def action(self, collection: str, obj_id: str, action: str, changes: dict) -> dict | None:
-        """A member action (``PUT <collection>/<id>/<action>``), e.g. an address
-        group's ``add_addresses``; None for a 404."""
-        key = singular(collection)
-        body = self.call("PUT", f"{collection}/{obj_id}/{action}", {key: changes})
-        return body[key] if body else None
+    def action(self, collection: str, obj_id: str, action: str, request: dict) -> dict | None:
+        """A member action (``PUT <collection>/<id>/<action>``) with its body as
+        given (an address group's ``add_addresses`` takes ``{"addresses": [...]}``,
+        not wrapped); the updated object, None for a 404."""
+        body = self.call("PUT", f"{collection}/{obj_id}/{action}", request)
+        return body.get(singular(collection), body) if body is not None else None
 
     def delete(self, collection: str, obj_id: str) -> bool:
         """True if deleted, False if it was already gone."""
