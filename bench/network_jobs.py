@@ -58,7 +58,7 @@ from isthmus.sandbox.nova import compute_host
 
 VM_OWNER = "compute:nova"
 SHADOW_OWNER = "compute:shadow"
-MEMBER_RULE_TAG = "isthmus:member-of:"  # what security_group_sync writes in the rules it adds
+MEMBER_RULE_TAG = "isthmus:member-of:"  # the /32 member rules of the previous release
 XJOB_AGENT = "isthmus-xjob"  # user agents the Isthmus clients send (isthmus/clients/regions.py)
 LOCAL_AGENT = "isthmus-local"
 STARTED = time.monotonic()
@@ -489,13 +489,19 @@ def region_leftovers(neutrons: Neutrons, regions: tuple[str, ...], network_id: s
 
 
 def member_rules(neutrons: Neutrons, regions: tuple[str, ...], groups: set[str]) -> dict[str, int]:
-    """Rules security_group_sync added for remote members (one per remote address)."""
+    """Remote members admitted per region: addresses in the Isthmus address groups
+    of the groups (isthmus-members-<group>), plus any /32 member rule left by the
+    previous release (one per remote address)."""
     counts = {}
     for region in regions:
         rules = call(neutrons(region), "GET", "/security-group-rules",
                      params={"fields": ["id", "description", "security_group_id"]})["security_group_rules"]
         counts[region] = sum(1 for r in rules if r["security_group_id"] in groups
                              and (r.get("description") or "").startswith(MEMBER_RULE_TAG))
+        names = [f"isthmus-members-{g}" for g in sorted(groups)]
+        if names:
+            found = call(neutrons(region), "GET", "/address-groups", params={"name": names})["address_groups"]
+            counts[region] += sum(len(a.get("addresses") or []) for a in found)
     return counts
 
 
@@ -557,7 +563,7 @@ def cleanup(layout: Layout, neutrons: Neutrons, store, created: Created, workers
         clean &= not any(left.values())
     if created.groups:
         left = wait_until(lambda: member_rules(neutrons, layout.regions, created.groups), timeout,
-                          "member rules left")
+                          "remote members left")
         clean &= not any(left.values())
     say(f"cleanup {'done' if clean else 'INCOMPLETE'} in {time.monotonic() - started:.1f}s; registry routings "
         f"of the deleted objects still recorded: {routings_left(store, created)}")
@@ -661,7 +667,7 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
               + ", ".join(f"{kind} {n / events:.2f}" for kind, n in sorted(requests.items()))
               + f" ({events} events; constant per event means wiring is incremental)")
     print(f"   FAIL jobs in the Isthmus DB (all keys): {fails}; "
-          f"remote-member rules added per region: {', '.join(f'{r} {n}' for r, n in rules.items())}")
+          f"remote members admitted per region (address-group addresses): {', '.join(f'{r} {n}' for r, n in rules.items())}")
 
 
 def print_fan_out(results: list[FanOut], regions: tuple[str, ...], calls: int) -> None:

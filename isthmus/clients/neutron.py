@@ -32,12 +32,14 @@ class Rejected(Exception):
         self.status = status
 
 
-_COLLECTION_KEYS = {"security-groups": "security_groups", "security-group-rules": "security_group_rules"}
+_COLLECTION_KEYS = {"security-groups": "security_groups", "security-group-rules": "security_group_rules",
+                    "address-groups": "address_groups"}
 
 
 def singular(collection: str) -> str:
     return {"security-groups": "security_group", "security-group-rules": "security_group_rule",
-            "networks": "network", "subnets": "subnet", "ports": "port"}[collection]
+            "address-groups": "address_group", "networks": "network", "subnets": "subnet",
+            "ports": "port"}[collection]
 
 
 DEFAULT_TIMEOUT = 10.0
@@ -144,6 +146,13 @@ class NeutronClient:
         headers = {"If-Match": f"revision_number={if_revision}"} if if_revision is not None else None
         body = self.call("PUT", f"{collection}/{obj_id}", {key: changes}, headers=headers)
         return body[key] if body else None
+
+    def action(self, collection: str, obj_id: str, action: str, request: dict) -> dict | None:
+        """A member action (``PUT <collection>/<id>/<action>``) with its body as
+        given (an address group's ``add_addresses`` takes ``{"addresses": [...]}``,
+        not wrapped); the updated object, None for a 404."""
+        body = self.call("PUT", f"{collection}/{obj_id}/{action}", request)
+        return body.get(singular(collection), body) if body is not None else None
 
     def delete(self, collection: str, obj_id: str) -> bool:
         """True if deleted, False if it was already gone."""

@@ -6,8 +6,13 @@ and the reconcilers, which run them)."""
 # other regions, ports deleted at central are gone.
 NETWORK_SYNC = "network_sync"
 # Make every regional copy of a project's security groups converge on central,
-# including rules that admit remote-group members bound in other regions.
+# including the address groups and companion rules that admit remote-group
+# members bound in other regions (full; the periodic backstop of sg_member_sync).
 SECURITY_GROUP_SYNC = "security_group_sync"
+# One (security group, address) pair a port event may have changed, keyed
+# "<group id>#<address>/<prefix>": the address joins or leaves the group's address
+# group in each region. Incremental: one address, whatever the group's size.
+SG_MEMBER_SYNC = "sg_member_sync"
 # One central port changed (security groups, port security, address pairs, DHCP
 # options, name, ...): bring its regional copies and shadows to it. Incremental:
 # touches that port only; network_sync's periodic pass is the backstop.

@@ -257,8 +257,14 @@ def test_security_group_rules_follow_central_with_remote_group_members(sandbox, 
                 copy = admin[region].network.get_security_group(group.id)
                 return {(r["protocol"], r["port_range_min"], r["remote_ip_prefix"]) for r in copy.security_group_rules
                         if r["direction"] == "ingress"}
-            eventually(lambda: {("tcp", 22, None), ("tcp", 80, f"{remote_ip}/32")} <= rules(),
-                       what=f"rules in {region}")
+            # The remote member is in the group's address group here, named by one
+            # companion of the remote-group rule; no /32 rule per member.
+            members = eventually(lambda: (m := _members_here(admin[region], group)) and
+                                 m["addresses"] == [f"{remote_ip}/32"] and m, what=f"members in {region}")
+            eventually(lambda: _companions(admin[region], group.id) == {("tcp", 80, members["id"])},
+                       what=f"companion rule in {region}")
+            assert {("tcp", 22, None), ("tcp", 80, None)} <= rules()
+            assert not any(prefix and prefix.endswith("/32") for (_, _, prefix) in rules())
         central.network.delete_security_group_rule(ssh)
         for region in sandbox.regions:
             eventually(lambda: not any(r["port_range_min"] == 22 for r in
@@ -279,6 +285,57 @@ def test_security_group_rules_follow_central_with_remote_group_members(sandbox, 
             sandbox.connect(region).compute.wait_for_delete(server, wait=120)
             central.network.delete_port(port.id, ignore_missing=True)
         eventually(lambda: _delete_sg(central, group.id), timeout=60)
+
+
+def _members_here(conn, group):
+    """The Isthmus address group of ``group``'s members bound in other regions (None: none yet)."""
+    found = list(conn.network.address_groups(name=f"isthmus-members-{group.id}", project_id=group.project_id))
+    assert len(found) <= 1, found
+    return {"id": found[0].id, "addresses": sorted(found[0].addresses)} if found else None
+
+
+def _companions(conn, group_id):
+    return {(r["protocol"], r["port_range_min"], r["remote_address_group_id"])
+            for r in conn.network.get_security_group(group_id).security_group_rules
+            if r.get("remote_address_group_id")}
+
+
+def test_default_group_members_in_other_regions_are_one_address_group(sandbox, central, admin, stretched):
+    """Two VMs in the project's default group, one per region: each region admits
+    the other's address through one address group and one companion per
+    remote-group rule (no /32 member rules); deleting a VM takes its address out."""
+    net, _ = stretched
+    (default,) = list(central.network.security_groups(name="default", project_id=central.current_project_id))
+    remote_rules = [r for r in default.security_group_rules if r["remote_group_id"]]
+    assert remote_rules  # Neutron's default group admits its own members (IPv4 and IPv6)
+    servers, addresses = {}, {}
+    for region in sandbox.regions:
+        conn = sandbox.connect(region)
+        servers[region] = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
+        (port,) = list(conn.network.ports(device_id=servers[region].id))
+        addresses[region] = f"{port.fixed_ips[0]['ip_address']}/32"
+    for region in sandbox.regions:
+        (other,) = [r for r in sandbox.regions if r != region]
+        eventually(lambda: (_members_here(admin[region], default) or {}).get("addresses") == [addresses[other]],
+                   what=f"{other}'s VM in {region}'s address group")
+        members = _members_here(admin[region], default)
+        copy = admin[region].network.get_security_group(default.id)
+        companions = [r for r in copy.security_group_rules if r.get("remote_address_group_id")]
+        assert sorted((r["direction"], r["ethertype"]) for r in companions) == \
+            sorted((r["direction"], r["ethertype"]) for r in remote_rules)
+        assert {r["remote_address_group_id"] for r in companions} == {members["id"]}
+        assert all(r["remote_group_id"] is None for r in companions)
+        # The remote-group rules themselves stay (members bound here), and no member rules.
+        assert len([r for r in copy.security_group_rules if r["remote_group_id"] == default.id]) == len(remote_rules)
+        assert not [r for r in copy.security_group_rules
+                    if (r.get("description") or "").startswith("isthmus:member-of:")]
+    one, two = sandbox.regions
+    conn = sandbox.connect(two)
+    conn.compute.delete_server(servers[two])
+    conn.compute.wait_for_delete(servers[two], wait=120)
+    eventually(lambda: _members_here(admin[one], default)["addresses"] == [],
+               what=f"{two}'s deleted VM out of {one}'s address group")
+    assert _members_here(admin[two], default)["addresses"] == [addresses[one]]
 
 
 def _delete_sg(conn, sg_id):

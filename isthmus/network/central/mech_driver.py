@@ -30,7 +30,7 @@ from isthmus.network import (
     jobtypes,
 )
 from isthmus.network.central.state import state
-from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers import address_groups, plans
 from isthmus.network.reconcilers.port_sync import payload as port_sync_payload
 
 LOG = logging.getLogger(__name__)
@@ -40,10 +40,6 @@ _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
 def _report(port: dict) -> dict | None:
     report = binding_report(port)
     return report if report and report.get("region") else None
-
-
-def _addresses(port: dict) -> set[str]:
-    return {ip["ip_address"] for ip in port.get("fixed_ips") or []}
 
 
 def _is_user_port(port: dict) -> bool:
@@ -153,9 +149,7 @@ class CentralMechanismDriver(api.MechanismDriver):
             self._sync_port(port, before)
         if first_here:
             self._sync_network(port["network_id"], port["project_id"], "first port of the network bound there")
-        if moved or port.get("security_groups") != before.get("security_groups") \
-                or _addresses(port) != _addresses(before):
-            self._sync_security_groups(port["project_id"], f"port {port['id']} membership")
+        self._sync_members(port, before)  # queues nothing unless membership changed
 
     def delete_port_postcommit(self, context: api.PortContext) -> None:
         port = context.current
@@ -165,7 +159,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         # unbound, or one never booted): regions may still hold copies of it.
         if _is_user_port(port):
             self._sync_port(port, port)
-            self._sync_security_groups(port["project_id"], f"port {port['id']} deleted")
+            self._sync_members(None, port)
 
     def _sync_port(self, port: dict, before: dict) -> None:
         """The port's copies and shadows must show this change (port_sync, this
@@ -241,6 +235,16 @@ class CentralMechanismDriver(api.MechanismDriver):
     def _sync_network(network_id: str, project_id: str, why: str) -> None:
         LOG.debug("isthmus: queue %s %s (%s)", jobtypes.NETWORK_SYNC, network_id, why)
         state().jobs.enqueue(jobtypes.NETWORK_SYNC, network_id, project_id=project_id or None)
+
+    @staticmethod
+    def _sync_members(port: dict | None, before: dict | None) -> None:
+        """A port event: one sg_member_sync per (group, address) pair whose
+        membership it may have changed (not the whole project: no rule changes)."""
+        project_id = (port or before or {}).get("project_id") or None
+        for group_id, address in sorted(address_groups.member_pairs(port, before)):
+            key = address_groups.member_key(group_id, address)
+            LOG.debug("isthmus: queue %s %s", jobtypes.SG_MEMBER_SYNC, key)
+            state().jobs.enqueue(jobtypes.SG_MEMBER_SYNC, key, project_id=project_id)
 
     @staticmethod
     def _sync_security_groups(project_id: str | None, why: str) -> None:

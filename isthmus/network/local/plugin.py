@@ -624,7 +624,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 made = super().get_security_group(admin, sg_id)
         have = {copies.rule_key(r) for r in made.get("security_group_rules", [])}
         for rule in central.get("security_group_rules") or []:
-            if copies.rule_key(rule) in have:
+            # A rule naming one of central's address groups is not copied (they
+            # have no regional copies). Companion rules naming this region's
+            # member address groups are the reconciler's, never central's.
+            if copies.rule_key(rule) in have or rule.get("remote_address_group_id"):
                 continue
             if rule.get("remote_group_id") and rule["remote_group_id"] != sg_id:
                 self._ensure_security_group(admin, rule["remote_group_id"])

@@ -12,6 +12,7 @@ from isthmus.network.reconcilers.network_sync import sync_network
 from isthmus.network.reconcilers.port_sync import sync_port
 from isthmus.network.reconcilers.security_groups import sync_security_groups
 from isthmus.network.reconcilers.services import LazyServices, register_opts
+from isthmus.network.reconcilers.sg_members import sync_member
 
 
 def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = None) -> None:
@@ -43,6 +44,8 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
     registry.register(
         jobtypes.SECURITY_GROUP_SYNC, lambda ctx: sync_security_groups(services.get(), ctx),
         resource_keys=("project_id",), resync=Resync(interval, routed("security_group", "project_id")))
+    registry.register(jobtypes.SG_MEMBER_SYNC, lambda ctx: sync_member(services.get(), ctx),
+                      resource_keys=("security_group_id", "address"))
 
 
 __all__ = ["JobContext", "register_handlers"]

@@ -3,7 +3,6 @@ has, what to create, change and delete there. No I/O, so unit-tested directly.""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from isthmus.network import (
     shadow_port_name,
 )
 from isthmus.network.local.copies import dhcp_opts, rule_body, rule_key
+from isthmus.network.reconcilers import address_groups as address_groups_plan
 
 NETWORK_FIELDS = ("name", "description", "admin_state_up", "shared")
 # What a user may set on a central port and its regional copy must show; binding
@@ -24,7 +24,7 @@ NETWORK_FIELDS = ("name", "description", "admin_state_up", "shared")
 PORT_FIELDS = ("name", "description", "admin_state_up", "security_groups", "port_security_enabled",
                "allowed_address_pairs", "extra_dhcp_opts", "fixed_ips", "mac_address")
 SUBNET_FIELDS = ("name", "description", "enable_dhcp", "dns_nameservers", "host_routes")
-MEMBER_RULE_TAG = "isthmus:member-of:"
+MEMBER_RULE_TAG = address_groups_plan.LEGACY_MEMBER_TAG  # the previous release's /32 member rules
 
 
 def is_compute(port: Mapping[str, Any]) -> bool:
@@ -198,38 +198,15 @@ class RulePlan:
     create: list[dict[str, Any]] = field(default_factory=list)
 
 
-def member_rules(rule: Mapping[str, Any], members: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A remote-group rule expanded to one rule per address of the group's
-    members bound in other regions (their copies here are not members)."""
-    out = []
-    for port in members:
-        for ip in port.get("fixed_ips") or []:
-            address = ipaddress.ip_address(ip["ip_address"])
-            ethertype = "IPv4" if address.version == 4 else "IPv6"
-            if rule.get("ethertype") and rule["ethertype"] != ethertype:
-                continue
-            expanded = {k: rule.get(k) for k in ("direction", "protocol", "port_range_min", "port_range_max")}
-            expanded.update({
-                "ethertype": ethertype,
-                "remote_ip_prefix": f"{address}/{address.max_prefixlen}",
-                "remote_group_id": None,
-                "description": f"{MEMBER_RULE_TAG}{rule['remote_group_id']}",
-            })
-            out.append(expanded)
-    return out
+def desired_rules(group: Mapping[str, Any], address_groups: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Central's rules, plus one companion rule per remote-group rule admitting
+    the remote group's members bound in other regions (``address_groups``:
+    remote group id -> its address group in the region, see address_groups).
 
-
-def desired_rules(group: Mapping[str, Any], region: str, ports: list[dict]) -> list[dict[str, Any]]:
-    """Central's rules, plus remote-group member rules for members elsewhere."""
-    rules = list(group.get("security_group_rules") or [])
-    for rule in list(rules):
-        remote = rule.get("remote_group_id")
-        if not remote:
-            continue
-        members = [p for p in ports if remote in (p.get("security_groups") or [])
-                   and is_compute(p) and bound_region(p) not in (None, region)]
-        rules += member_rules(rule, members)
-    return rules
+    A central rule naming a central address group is not copied: central's
+    address groups have no regional copies (fail closed, never a 404 loop)."""
+    rules = [r for r in group.get("security_group_rules") or [] if not r.get("remote_address_group_id")]
+    return rules + address_groups_plan.companion_rules(rules, address_groups)
 
 
 def plan_rules(group_id: str, desired: list[dict], existing: list[dict]) -> RulePlan:

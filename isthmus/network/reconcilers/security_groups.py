@@ -1,6 +1,10 @@
 """``security_group_sync``: make a project's security groups converge in every
-region that holds copies, including rules admitting remote-group members bound
-in other regions (each region only sees its own ports as members)."""
+region that holds copies: central's rules, and for each remote-group rule an
+address group of the remote group's members bound in other regions with one
+companion rule naming it (each region only sees its own ports as members; see
+:mod:`address_groups`). Full and level-triggered: the periodic backstop of the
+per-pair ``sg_member_sync``; it also removes the /32 member rules of the
+previous release and address groups nothing names any more."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import logging
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
-from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers import address_groups, plans, sg_members
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
@@ -18,7 +22,6 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
     project_id = ctx.resource_id
     try:
         groups = services.central.list("security-groups", project_id=project_id)
-        ports = services.central.list("ports", project_id=project_id)
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
     routings = services.registry.list_routings({"project_id": project_id, "resource_type": "security_group"})
@@ -30,7 +33,9 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
         raise RetryLater(f"central: {err}") from err
     by_id = {g["id"]: g for g in groups}
     deleted = services.tombstones.buried("security_group", {r.top_id for r in routings} - set(by_id))
+    members = sg_members.Members(services.central, by_id)
     unreachable: list[str] = []
+    wired: dict[str, set[str]] = {}  # region -> remote groups its routed copies name
     for routing in routings:
         region = services.region_of_pod(routing.pod_id)
         if region is None:
@@ -49,13 +54,9 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
             copy = neutron.get("security-groups", group["id"])  # a GET re-copies a lost group
             if copy is None:
                 continue
-            plan = plans.plan_rules(group["id"], plans.desired_rules(group, region, ports),
-                                    copy.get("security_group_rules") or [])
-            for rule_id in plan.delete:
-                neutron.delete("security-group-rules", rule_id)
-            _create_rules(neutron, plan.create)
-            if plan.delete or plan.create:
-                LOG.info("security group %s in %s: -%d +%d rules", group["id"], region, len(plan.delete), len(plan.create))
+            sg_members.wire_group(neutron, region, group, copy, members, fill=True)
+            wired.setdefault(region, set()).update(
+                address_groups.remote_groups(plans.desired_rules(group, {})))
         except Unavailable as err:
             LOG.warning("security groups of %s: %s; will retry", project_id, err)
             unreachable.append(region)
@@ -64,31 +65,26 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
                 unreachable.append(region)
                 continue
             raise PermanentFailure(f"{region}: {err}") from err
+    for region in sorted({services.region_of_pod(r.pod_id) for r in routings} - {None} - set(unreachable)):
+        try:
+            _remove_unused(services.neutron(region), project_id, wired.get(region, set()))
+        except Unavailable as err:
+            LOG.warning("address groups of %s in %s: %s; will retry", project_id, region, err)
+            unreachable.append(region)
     if unreachable:
         raise RetryLater(f"regions not done: {', '.join(sorted(set(unreachable)))}")
 
 
-_BULK = 100
+def _remove_unused(neutron: NeutronClient, project_id: str, named: set[str]) -> None:
+    """The project's Isthmus address groups for groups no routed copy here names
+    any more (a rule deleted, a group deleted); one still named by another
+    project's rule (a shared group) is kept: Neutron refuses with 409."""
+    for found in neutron.list(sg_members.COLLECTION, project_id=project_id):
+        group_id = address_groups.group_of(found.get("name"))
+        if group_id is not None and group_id not in named:
+            if sg_members.delete_unused(neutron, found["id"]):
+                LOG.info("address group %s (%s) in %s: unused, deleted", found["id"], group_id, neutron.region)
 
 
 def _foreign_groups(central: NeutronClient, ids: set[str]) -> list[dict]:
     return [g for g in (central.get("security-groups", i) for i in sorted(ids)) if g is not None]
-
-
-def _create_rules(neutron: NeutronClient, rules: list[dict]) -> None:
-    """In bulk (a default group admits every remote member: hundreds of rules at
-    once); a chunk refused for a rule that exists already goes one by one."""
-    for start in range(0, len(rules), _BULK):
-        chunk = rules[start:start + _BULK]
-        try:
-            neutron.create_many("security-group-rules", chunk)
-            continue
-        except Rejected as err:
-            if err.status != 409:
-                raise
-        for rule in chunk:
-            try:
-                neutron.create("security-group-rules", rule)
-            except Rejected as err:
-                if err.status != 409:  # 409: created concurrently, converged
-                    raise

@@ -1,0 +1,145 @@
+"""Pure planning of remote-group membership across regions (no I/O).
+
+A region only sees its own ports as members of a security group: copies of
+ports bound elsewhere are shadows without groups. So in each region X, for
+each group S that a rule of a group copied in X names as ``remote_group_id``,
+Isthmus keeps one Neutron *address group* ``isthmus-members-<S>`` (owned by
+S's project) holding the addresses (/32, /128) of S's members bound in regions
+other than X, and each such rule gets one *companion* rule in X: the same rule
+with ``remote_address_group_id`` instead of ``remote_group_id``. The original
+rule stays (it admits the members in X). A membership change is an address
+added to or removed from address groups; no rule changes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from isthmus.network import SHADOW_OWNER, bound_region
+
+NAME_PREFIX = "isthmus-members-"
+# Description of the companion rule of a remote-group rule (central never has it).
+COMPANION_TAG = "isthmus:members-elsewhere-of:"
+# Description of the /32 rules the previous release expanded remote members into.
+LEGACY_MEMBER_TAG = "isthmus:member-of:"
+
+
+def name_of(group_id: str) -> str:
+    return f"{NAME_PREFIX}{group_id}"
+
+
+def group_of(name: str | None) -> str | None:
+    """The security group an Isthmus address group stands for (None: not ours)."""
+    if name and name.startswith(NAME_PREFIX):
+        return name[len(NAME_PREFIX):] or None
+    return None
+
+
+def body(group: Mapping[str, Any], addresses: Iterable[str] = ()) -> dict[str, Any]:
+    """A new address group for central group ``group`` (created as its owner's)."""
+    return {"name": name_of(group["id"]), "project_id": group["project_id"],
+            "description": f"Isthmus: members of security group {group['id']} bound in other regions",
+            "addresses": sorted(addresses)}
+
+
+def cidr(address: str) -> str:
+    """An address (or prefix) as Neutron stores it in an address group."""
+    net = ipaddress.ip_network(address, strict=False)
+    return f"{net.network_address}/{net.prefixlen}"
+
+
+def is_member(port: Mapping[str, Any], group_id: str) -> bool:
+    """A VM port of the group that is bound somewhere (shadows are not members)."""
+    owner = port.get("device_owner") or ""
+    return (owner.startswith("compute:") and owner != SHADOW_OWNER and group_id in (port.get("security_groups") or [])
+            and bound_region(port) is not None)
+
+
+def addresses_of(port: Mapping[str, Any]) -> set[str]:
+    return {cidr(ip["ip_address"]) for ip in port.get("fixed_ips") or [] if ip.get("ip_address")}
+
+
+def desired_addresses(group_id: str, region: str, ports: Iterable[Mapping[str, Any]]) -> set[str]:
+    """What ``isthmus-members-<group>`` holds in ``region``: the addresses of the
+    group's members bound in any other region."""
+    out: set[str] = set()
+    for port in ports:
+        if is_member(port, group_id) and bound_region(port) != region:
+            out |= addresses_of(port)
+    return out
+
+
+@dataclass
+class AddressDiff:
+    add: list[str] = field(default_factory=list)
+    remove: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.add or self.remove)
+
+
+def diff(want: Iterable[str], have: Iterable[str]) -> AddressDiff:
+    """One add_addresses and one remove_addresses call make ``have`` ``want``."""
+    want_set, have_set = {cidr(a) for a in want}, {cidr(a) for a in have}
+    return AddressDiff(add=sorted(want_set - have_set), remove=sorted(have_set - want_set))
+
+
+def remote_groups(rules: Iterable[Mapping[str, Any]]) -> set[str]:
+    return {r["remote_group_id"] for r in rules if r.get("remote_group_id")}
+
+
+def companion_rule(rule: Mapping[str, Any], address_group_id: str) -> dict[str, Any]:
+    """The rule admitting the remote group's members bound in other regions."""
+    companion = dict(rule)
+    companion.pop("id", None)
+    companion.update({"remote_group_id": None, "remote_address_group_id": address_group_id,
+                      "remote_ip_prefix": None, "description": f"{COMPANION_TAG}{rule['remote_group_id']}"})
+    return companion
+
+
+def companion_rules(rules: Iterable[Mapping[str, Any]], address_groups: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One companion per remote-group rule whose group has an address group here
+    (``address_groups``: remote group id -> address group id in the region)."""
+    return [companion_rule(r, address_groups[r["remote_group_id"]]) for r in rules
+            if r.get("remote_group_id") and r["remote_group_id"] in address_groups]
+
+
+def is_legacy_member_rule(rule: Mapping[str, Any]) -> bool:
+    """A /32 rule of the previous release (one per remote member): never desired."""
+    return (rule.get("description") or "").startswith(LEGACY_MEMBER_TAG)
+
+
+def choose(found: Iterable[Mapping[str, Any]], group: Mapping[str, Any]) -> tuple[dict | None, list[dict]]:
+    """Among the address groups named for ``group``: the one to use and the
+    duplicates (two workers that raced to create it). Only the group owner's
+    project counts: anyone may name an address group like ours in their own
+    project, and its addresses must never reach the group's rules."""
+    ours = sorted((dict(ag) for ag in found
+                   if ag.get("name") == name_of(group["id"]) and ag.get("project_id") == group["project_id"]),
+                  key=lambda ag: ag["id"])
+    return (ours[0] if ours else None), ours[1:]
+
+
+def member_pairs(port: Mapping[str, Any] | None, before: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """(security group, address) pairs whose membership a port event may have
+    changed: every group and address of the port before and after, when it
+    was or is a member of anything and its groups, addresses or region changed."""
+    port, before = port or {}, before or {}
+
+    def state(p: Mapping[str, Any]) -> tuple:
+        groups = frozenset(g for g in p.get("security_groups") or [] if is_member(p, g))
+        return groups, frozenset(addresses_of(p)) if groups else frozenset(), bound_region(p)
+
+    now, was = state(port), state(before)
+    if now == was:
+        return set()
+    # A move between regions yields the same pairs: every region's view of them changes.
+    return {(g, a) for (groups, addrs, _) in (now, was) for g in groups for a in addrs}
+
+
+def member_key(group_id: str, address: str) -> str:
+    """The ``sg_member_sync`` job key of a pair."""
+    return f"{group_id}#{cidr(address)}"

@@ -1,0 +1,221 @@
+"""Remote-group members in regional address groups (see :mod:`address_groups`).
+
+Two entry points share the helpers here:
+
+* ``security_group_sync`` (project, full, periodic backstop) wires every routed
+  group copy with :func:`wire_group` and fills its address groups by diff;
+* ``sg_member_sync`` (:func:`sync_member`, keyed ``<group>#<address>``) is what a
+  port event queues, one job per (group, address) pair the event may have
+  changed. It reads central's ports holding that address (one filtered list)
+  and, in each region, adds or removes that one address in that one address
+  group, so its work does not grow with the group's size. Keyed by pair and not
+  by port: the job must also undo a deleted port or an old address, which
+  central no longer knows, and a pair is a level (its job recomputes it from
+  central whatever the events that queued it), so coalescing loses nothing.
+  In the region where the member is bound it also wires the group's copy there
+  (companion rules, address groups made and filled on first arrival).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from isthmus.clients import NeutronClient, Rejected, Unavailable
+from isthmus.jobs import JobContext, RetryLater
+from isthmus.network import bound_region
+from isthmus.network.reconcilers import address_groups as ag
+from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.fanout import in_every_region
+from isthmus.network.reconcilers.services import Services
+
+LOG = logging.getLogger(__name__)
+COLLECTION = "address-groups"
+_BULK = 100
+_ATTEMPTS = 3
+
+
+class Members:
+    """Central's view of groups and their members, read at most once per job."""
+
+    def __init__(self, central: NeutronClient, groups: Mapping[str, dict] = ()) -> None:
+        self.central = central
+        self._groups: dict[str, dict | None] = dict(groups)
+        self._ports: dict[str, list[dict]] = {}
+
+    def group(self, group_id: str) -> dict | None:
+        if group_id not in self._groups:
+            self._groups[group_id] = self.central.get("security-groups", group_id)
+        return self._groups[group_id]
+
+    def ports(self, group_id: str) -> list[dict]:
+        """The group's ports, in every project (a shared group has members elsewhere)."""
+        if group_id not in self._ports:
+            self._ports[group_id] = [p for p in self.central.list("ports", security_groups=group_id)
+                                     if group_id in (p.get("security_groups") or [])]
+        return self._ports[group_id]
+
+
+# ------------------------------------------------------------------ address groups in a region
+def find(neutron: NeutronClient, groups: Iterable[dict]) -> dict[str, tuple[dict | None, list[dict]]]:
+    """group id -> (its address group in the region or None, duplicates); one list call."""
+    groups = {g["id"]: g for g in groups}
+    if not groups:
+        return {}
+    found = neutron.list(COLLECTION, name=[ag.name_of(g) for g in sorted(groups)])
+    return {gid: ag.choose(found, group) for gid, group in groups.items()}
+
+
+def create(neutron: NeutronClient, group: dict, addresses: set[str]) -> dict:
+    """Made as the group owner's, filled at once. Two workers racing to make it
+    both keep the lowest id; the loser removes its own (nothing refers to it yet)."""
+    made = neutron.create(COLLECTION, ag.body(group, addresses))
+    chosen, _ = ag.choose(neutron.list(COLLECTION, name=ag.name_of(group["id"]), project_id=group["project_id"]),
+                          group)
+    if chosen is not None and chosen["id"] != made["id"]:
+        neutron.delete(COLLECTION, made["id"])
+        return chosen
+    LOG.info("address group %s in %s: made with %d addresses", made["id"], neutron.region, len(addresses))
+    return made
+
+
+def converge(neutron: NeutronClient, address_group: dict, want: Callable[[set[str]], set[str]]) -> ag.AddressDiff:
+    """Make the address group hold ``want(have)``: at most one add_addresses and
+    one remove_addresses call (in chunks). Neutron refuses an add of an address
+    present or a removal of one absent: someone changed it meanwhile, so read it
+    again and recompute."""
+    current = address_group
+    for _ in range(_ATTEMPTS):
+        have = {ag.cidr(a) for a in current.get("addresses") or []}
+        change = ag.diff(want(have), have)
+        try:
+            for action, addresses in (("add_addresses", change.add), ("remove_addresses", change.remove)):
+                for start in range(0, len(addresses), _BULK):
+                    if neutron.action(COLLECTION, current["id"], action,
+                                      {"addresses": addresses[start:start + _BULK]}) is None:
+                        raise _Changed()
+            if change:
+                LOG.info("address group %s in %s: +%d -%d", current["id"], neutron.region,
+                         len(change.add), len(change.remove))
+            return change
+        except Rejected as err:
+            if err.status != 400:
+                raise
+        except _Changed:
+            pass
+        current = neutron.get(COLLECTION, current["id"])
+        if current is None:
+            raise Unavailable(f"{neutron.region}: address group {address_group['id']} deleted meanwhile")
+    raise Unavailable(f"{neutron.region}: address group {address_group['id']} keeps changing")
+
+
+class _Changed(Exception):
+    pass
+
+
+def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: dict, members: Members,
+               fill: bool) -> None:
+    """One group's copy in a region: an address group for each group its rules
+    name as remote (made and filled if missing; refilled by diff when ``fill``),
+    then its rules (central's plus companions, legacy /32 member rules removed)."""
+    rules = [r for r in central_group.get("security_group_rules") or [] if not r.get("remote_address_group_id")]
+    remotes = [g for g in (members.group(s) for s in sorted(ag.remote_groups(rules))) if g is not None]
+    ids: dict[str, str] = {}
+    duplicates: list[dict] = []
+    for group_id, (address_group, extra) in find(neutron, remotes).items():
+        want = ag.desired_addresses
+        if address_group is None:
+            address_group = create(neutron, members.group(group_id),
+                                   want(group_id, region, members.ports(group_id)))
+        elif fill:
+            converge(neutron, address_group, lambda _have, g=group_id: want(g, region, members.ports(g)))
+        ids[group_id] = address_group["id"]
+        duplicates += extra
+    plan = plans.plan_rules(central_group["id"], plans.desired_rules(central_group, ids),
+                            copy.get("security_group_rules") or [])
+    for rule_id in plan.delete:
+        neutron.delete("security-group-rules", rule_id)
+    create_rules(neutron, plan.create)
+    if plan.delete or plan.create:
+        LOG.info("security group %s in %s: -%d +%d rules", central_group["id"], region, len(plan.delete),
+                 len(plan.create))
+    for extra in duplicates:
+        delete_unused(neutron, extra["id"])
+
+
+def delete_unused(neutron: NeutronClient, address_group_id: str) -> bool:
+    """Delete an address group unless a rule still names it (Neutron's 409)."""
+    try:
+        return neutron.delete(COLLECTION, address_group_id)
+    except Rejected as err:
+        if err.status == 409:
+            return False
+        raise
+
+
+def create_rules(neutron: NeutronClient, rules: list[dict]) -> None:
+    """In bulk; a chunk refused for a rule that exists already goes one by one.
+    A 404 (an address group deleted meanwhile by a concurrent cleanup) retries."""
+    for start in range(0, len(rules), _BULK):
+        chunk = rules[start:start + _BULK]
+        try:
+            neutron.create_many("security-group-rules", chunk)
+            continue
+        except Rejected as err:
+            if err.status == 404:
+                raise Unavailable(f"{neutron.region}: {err}") from err
+            if err.status != 409:
+                raise
+        for rule in chunk:
+            try:
+                neutron.create("security-group-rules", rule)
+            except Rejected as err:
+                if err.status == 404:
+                    raise Unavailable(f"{neutron.region}: {err}") from err
+                if err.status != 409:  # 409: created concurrently, converged
+                    raise
+
+
+# ------------------------------------------------------------------ sg_member_sync
+def sync_member(services: Services, ctx: JobContext) -> None:
+    group_id, _, address = ctx.resource_id.partition("#")
+    sync_pair(services, group_id, address)
+
+
+def sync_pair(services: Services, group_id: str, address: str) -> None:
+    """One (group, address) pair in every region: the address is in the group's
+    address group in region X iff a member of the group holding it is bound in
+    a region other than X."""
+    address = ag.cidr(address)
+    central = services.central
+    try:
+        group = central.get("security-groups", group_id)
+        if group is None:
+            return  # deleted: security_group_sync removes what was made for it
+        ip = str(ipaddress.ip_network(address).network_address)
+        holders = [p for p in central.list("ports", fixed_ips=f"ip_address={ip}")
+                   if ag.is_member(p, group_id) and address in ag.addresses_of(p)]
+    except Unavailable as err:
+        raise RetryLater(f"central: {err}") from err
+    members = Members(central, {group_id: group})
+    regions = [p.region_name for p in services.registry.regional_pods()]
+    in_every_region(regions, lambda region: _pair_in_region(services, region, group, address, holders, members),
+                    f"members of {group_id}")
+
+
+def _pair_in_region(services: Services, region: str, group: dict, address: str, holders: list[dict],
+                    members: Members) -> None:
+    neutron = services.neutron(region)
+    where = {bound_region(p) for p in holders}
+    if region in where:
+        # A member bound here: the group's copy here must be wired (its first
+        # member here makes its address groups and companion rules).
+        copy = neutron.get("security-groups", group["id"])  # a GET copies it if missing
+        if copy is not None:
+            wire_group(neutron, region, group, copy, members, fill=False)
+    present = bool(where - {region})
+    address_group, _ = find(neutron, [group])[group["id"]]
+    if address_group is None:
+        return  # no rule here names the group: nothing to admit
+    converge(neutron, address_group, lambda have: (have | {address}) if present else (have - {address}))

@@ -1,0 +1,152 @@
+"""sg_member_sync and the address-group helpers against a fake Neutron."""
+
+import itertools
+
+from isthmus.clients import Rejected
+from isthmus.network import PROFILE_KEY, jobtypes
+from isthmus.network.central import mech_driver
+from isthmus.network.reconcilers import address_groups as ag
+from isthmus.network.reconcilers import sg_members
+
+S = "11111111-1111-1111-1111-111111111111"
+REMOTE = {"id": "r1", "direction": "ingress", "ethertype": "IPv4", "protocol": None, "port_range_min": None,
+          "port_range_max": None, "remote_ip_prefix": None, "remote_group_id": S, "description": ""}
+GROUP = {"id": S, "project_id": "p", "name": "default", "security_group_rules": [REMOTE]}
+_ids = itertools.count(1)
+
+
+def _vm(port_id, ip, region):
+    return {"id": port_id, "project_id": "p", "device_owner": "compute:az", "security_groups": [S],
+            "fixed_ips": [{"subnet_id": "s", "ip_address": ip}], "binding:host_id": "h",
+            "binding:profile": {PROFILE_KEY: {"region": region}}}
+
+
+class FakeNeutron:
+    """Address groups and security groups with Neutron's refusals."""
+
+    def __init__(self, region, groups=(), ports=()):
+        self.region = region
+        self.address_groups = {}
+        self.groups = {g["id"]: dict(g, security_group_rules=[dict(r) for r in g["security_group_rules"]])
+                       for g in groups}
+        self.ports = list(ports)
+        self.calls = []
+
+    def get(self, collection, obj_id):
+        store = self.address_groups if collection == "address-groups" else self.groups
+        found = store.get(obj_id)
+        return {**found, "addresses": sorted(found["addresses"])} if collection == "address-groups" and found \
+            else found
+
+    def list(self, collection, **filters):
+        self.calls.append(("list", collection))
+        if collection == "ports":
+            ip = filters.get("fixed_ips", "ip_address=").split("=", 1)[1]
+            return [p for p in self.ports if not ip or any(i["ip_address"] == ip for i in p["fixed_ips"])]
+        names = filters.get("name")
+        names = [names] if isinstance(names, str) else names
+        return [self.get(collection, i) for i, a in self.address_groups.items()
+                if (names is None or a["name"] in names) and filters.get("project_id", a["project_id"]) == a["project_id"]]
+
+    def create(self, collection, body):
+        self.calls.append(("create", collection))
+        made = dict(body, id=f"ag-{next(_ids):03d}", addresses=set(body["addresses"]))
+        self.address_groups[made["id"]] = made
+        return self.get(collection, made["id"])
+
+    def create_many(self, collection, rules):
+        self.calls.append(("create", collection, len(rules)))
+        for rule in rules:
+            self.groups[rule["security_group_id"]]["security_group_rules"].append(dict(rule, id=f"rule-{next(_ids)}"))
+
+    def delete(self, collection, obj_id):
+        self.calls.append(("delete", collection))
+        if collection == "security-group-rules":
+            for group in self.groups.values():
+                group["security_group_rules"] = [r for r in group["security_group_rules"] if r["id"] != obj_id]
+            return True
+        return self.address_groups.pop(obj_id, None) is not None
+
+    def action(self, collection, obj_id, action, request):
+        self.calls.append((action, tuple(request["addresses"])))
+        group = self.address_groups.get(obj_id)
+        if group is None:
+            return None
+        addresses = set(request["addresses"])
+        if action == "add_addresses":
+            if addresses & group["addresses"]:
+                raise Rejected(400, "Addresses already exist")
+            group["addresses"] |= addresses
+        else:
+            if addresses - group["addresses"]:
+                return None  # AddressesNotFound: 404
+            group["addresses"] -= addresses
+        return self.get(collection, obj_id)
+
+
+class _Registry:
+    def __init__(self, regions):
+        self.regions = regions
+
+    def regional_pods(self):
+        return [type("Pod", (), {"region_name": r}) for r in self.regions]
+
+
+class _Services:
+    def __init__(self, central, regions):
+        self.central = central
+        self.regions = regions
+        self.registry = _Registry(list(regions))
+
+    def neutron(self, region):
+        return self.regions[region]
+
+
+def test_converge_rereads_after_a_concurrent_change():
+    neutron = FakeNeutron("R1")
+    made = neutron.create("address-groups", ag.body(GROUP, ["10.0.0.1/32"]))
+    neutron.address_groups[made["id"]]["addresses"].add("10.0.0.2/32")  # someone else added it meanwhile
+    change = sg_members.converge(neutron, made, lambda have: {"10.0.0.2/32", "10.0.0.3/32"})
+    assert neutron.address_groups[made["id"]]["addresses"] == {"10.0.0.2/32", "10.0.0.3/32"}
+    assert (change.add, change.remove) == (["10.0.0.3/32"], ["10.0.0.1/32"])
+
+
+def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
+    central = FakeNeutron("Central", ports=[_vm("a", "10.0.0.5", "R1")])
+    central.groups[S] = GROUP
+    r1, r2 = FakeNeutron("R1", [GROUP]), FakeNeutron("R2", [GROUP])
+    # R2 already has the address group (a member was bound in R1 before).
+    r2_ag = r2.create("address-groups", ag.body(GROUP))
+    services = _Services(central, {"R1": r1, "R2": r2})
+    sg_members.sync_pair(services, S, "10.0.0.5")
+    assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
+    # R1, the member's own region: its address group made (empty: no member elsewhere), one companion rule.
+    (r1_ag,) = r1.address_groups.values()
+    assert r1_ag["addresses"] == set() and r1_ag["project_id"] == "p"
+    companions = [r for r in r1.groups[S]["security_group_rules"] if r.get("remote_address_group_id")]
+    assert [r["remote_address_group_id"] for r in companions] == [r1_ag["id"]]
+    assert len(r1.groups[S]["security_group_rules"]) == 2  # the remote-group rule stays
+    # Again: nothing to do (no rule churn, no address call).
+    r1.calls.clear(), r2.calls.clear()
+    sg_members.sync_pair(services, S, "10.0.0.5")
+    assert not [c for c in r1.calls + r2.calls if c[0] not in ("list",)]
+    # The port is deleted at central: its address leaves.
+    central.ports.clear()
+    sg_members.sync_pair(services, S, "10.0.0.5/32")
+    assert r2.address_groups[r2_ag["id"]]["addresses"] == set()
+
+
+def test_racing_creators_keep_the_lowest_id():
+    neutron = FakeNeutron("R1")
+    first = neutron.create("address-groups", ag.body(GROUP))
+    chosen = sg_members.create(neutron, GROUP, {"10.0.0.5/32"})
+    assert chosen["id"] == first["id"] and list(neutron.address_groups) == [first["id"]]
+
+
+def test_port_events_queue_pairs_not_the_project(monkeypatch):
+    queued = []
+    state = type("State", (), {"jobs": type("Jobs", (), {"enqueue": staticmethod(
+        lambda job_type, key, project_id=None: queued.append((job_type, key)))})()})()
+    monkeypatch.setattr(mech_driver, "state", lambda: state)
+    mech_driver.CentralMechanismDriver._sync_members(None, _vm("a", "10.0.0.5", "R1"))
+    assert queued == [(jobtypes.SG_MEMBER_SYNC, f"{S}#10.0.0.5/32")]
