@@ -55,12 +55,21 @@ def write_config(layout: Layout, region: str) -> None:
             "mechanism_drivers": mechanism_drivers,
             "extension_drivers": "port_security",
         },
-        "ml2_type_vxlan": {"vni_ranges": "1:100000"},
+        # Disjoint tenant VNI ranges: central allocates the VNIs of shared networks,
+        # each region those of its own networks; copies keep central's VNI, which
+        # a region's own network must never have taken (TunnelIdInUse).
+        "ml2_type_vxlan": {"vni_ranges": _vni_range(layout, region)},
         "ml2_type_flat": {"flat_networks": "*"},
         "ml2_type_vlan": {"network_vlan_ranges": "physnet1:100:2999"},
         "securitygroup": {"enable_security_group": True},
         **_sandbox_agent(layout, region),
     })
+
+
+def _vni_range(layout: Layout, region: str) -> str:
+    """Central 1:99999; region i (1-based) 100000*i : 100000*i+99999."""
+    index = 0 if region == CENTRAL_REGION else layout.regions.index(region) + 1
+    return f"{100000 * index or 1}:{100000 * index + 99999}"
 
 
 def _sandbox_agent(layout: Layout, region: str) -> dict:

@@ -299,3 +299,25 @@ def test_lists_page_to_the_end_under_a_small_page_limit(sandbox, central, admin,
     assert {p.id for p in admin[one].network.ports(network_id=net.id)} >= ids
     for port in ports:
         admin[one].network.delete_port(port)
+
+
+def test_a_segment_taken_by_a_region_only_network_is_a_precise_409(sandbox, admin):
+    """Regions allocate their own networks' VNIs from ranges central does not use
+    (the sandbox's are disjoint); a central network an admin put on a VNI a region
+    already uses cannot be copied there, and the answer says why and what to fix."""
+    import openstack.exceptions as os_exc
+
+    one = sandbox.regions[0]
+    local = admin[one].network.create_network(name=f"own-{uuid.uuid4().hex[:6]}")
+    top = None
+    try:
+        vni = local.provider_segmentation_id
+        assert not 1 <= vni <= 99999  # outside central's range in the sandbox
+        top = admin[CENTRAL].network.create_network(name=f"clash-{uuid.uuid4().hex[:6]}",
+                                                    provider_network_type="vxlan", provider_segmentation_id=vni)
+        with pytest.raises(os_exc.ConflictException, match=f"segment vxlan:{vni} is taken there"):
+            admin[one].network.get_network(top.id)
+    finally:
+        admin[one].network.delete_network(local.id)
+        if top is not None:
+            admin[CENTRAL].network.delete_network(top.id)

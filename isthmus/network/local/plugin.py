@@ -86,6 +86,13 @@ class CentralConflict(n_exc.Conflict):
     message = "central Neutron refused: %(reason)s"
 
 
+class SegmentTaken(n_exc.Conflict):
+    message = ("network %(network_id)s cannot be copied to %(region)s: its segment %(segment)s is taken "
+               "there by a network of that region only (%(reason)s). Give the region's Neutron a tenant "
+               "segment range central does not use ([ml2_type_vxlan] vni_ranges / [ml2_type_vlan] "
+               "network_vlan_ranges)")
+
+
 class CentralNotFound(n_exc.NotFound):
     message = "%(reason)s"
 
@@ -210,6 +217,9 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 LOG.info("isthmus: copied network %s from central", network_id)
             except (db_exc.DBDuplicateEntry, n_exc.Conflict):
                 pass  # another process copied it first
+            except (n_exc.TunnelIdInUse, n_exc.VlanIdInUse) as err:
+                raise SegmentTaken(network_id=network_id, region=self.region, segment=_segment(central),
+                                   reason=str(err)) from err
             for subnet in self._central_subnets(network_id):
                 self._copy_subnet(admin, subnet)
         finally:
@@ -639,6 +649,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 pass
         LOG.info("isthmus: copied security group %s from central", sg_id)
         return True
+
+
+def _segment(network: dict) -> str:
+    return f"{network.get('provider:network_type')}:{network.get('provider:segmentation_id')}"
 
 
 def _bound_elsewhere(port: dict, region: str) -> bool:

@@ -96,20 +96,27 @@ class CentralReports:
             return Outcome(True, str(err))  # retrying the same request cannot help
 
     def _send_report(self, port_id: str) -> Outcome:
-        central = self.client().port(port_id)
-        if central is None:
-            return Outcome(True, "central has no such port")
         report = self.read_report(port_id)
         if report is None:
             return Outcome(True, "gone here")
+        if report.get("binding:host_id"):
+            # A bind is this region's present truth and always applies: one write,
+            # no read first (it sits in the path of every boot).
+            if self.client().update_port(port_id, report) is None:
+                return Outcome(True, "central has no such port")
+            LOG.info("isthmus: reported binding of port %s (host %r) to central", port_id,
+                     report["binding:host_id"])
+            return Outcome(True)
+        central = self.client().port(port_id)
+        if central is None:
+            return Outcome(True, "central has no such port")
         owner = bound_region(central)
-        if not report.get("binding:host_id") and owner not in (None, self.region):
+        if owner not in (None, self.region):
             return Outcome(True, f"stale unbind: central says it lives in {owner}")
         if not report_differs(central, report):
             return Outcome(True, "central has it")
         self.client().update_port(port_id, report, if_revision=central.get("revision_number"))
-        LOG.info("isthmus: reported binding of port %s (host %r) to central", port_id,
-                 report.get("binding:host_id"))
+        LOG.info("isthmus: reported port %s unbound to central", port_id)
         return Outcome(True)
 
     def _send_delete(self, port_id: str) -> Outcome:

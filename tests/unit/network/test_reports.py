@@ -60,15 +60,17 @@ def reports(region: str, central: Central, local: dict[str, dict], clock: Clock)
     return CentralReports(region, local.get, lambda: central, clock=clock, background=False)
 
 
-def test_a_bind_is_sent_and_a_repeat_writes_nothing():
+def test_a_bind_is_sent_at_once_and_an_unbind_already_known_writes_nothing():
     central, clock = Central(), Clock()
     central.ports["p"] = {"id": "p", "revision_number": 1, **UNBOUND}
     local = {"p": bound("RegionOne", "h1")}
     r = reports("RegionOne", central, local, clock)
     r.report("p")  # at once: when the bind returns, central knows
     assert central.ports["p"]["binding:host_id"] == "h1" and r.pending() == {}
+    local["p"] = dict(UNBOUND)
     r.report("p")
-    assert len(central.writes) == 1
+    r.report("p")
+    assert central.ports["p"]["binding:host_id"] == "" and len(central.writes) == 2
 
 
 def test_a_late_unbind_never_overwrites_the_newer_bind_of_another_region():
@@ -96,10 +98,10 @@ def test_a_report_that_failed_is_retried_with_the_state_of_the_moment():
     assert central.ports["p"]["binding:host_id"] == "h9" and len(central.writes) == 1
 
 
-def test_a_concurrent_change_at_central_is_read_again_not_overwritten():
+def test_an_unbind_racing_a_change_at_central_reads_again_not_overwrites():
     central, clock = Central(), Clock()
-    central.ports["p"] = {"id": "p", "revision_number": 1, **UNBOUND}
-    r = reports("RegionOne", central, {"p": bound("RegionOne", "h1")}, clock)
+    central.ports["p"] = {"id": "p", "revision_number": 1, **bound("RegionOne", "h1")}
+    r = reports("RegionOne", central, {"p": dict(UNBOUND)}, clock)
     real = central.port
 
     def racing(port_id):  # another writer changes the port between our read and write
@@ -113,7 +115,7 @@ def test_a_concurrent_change_at_central_is_read_again_not_overwritten():
     central.port = real  # type: ignore[method-assign]
     clock.now += 100
     r.retry_due()
-    assert central.ports["p"]["binding:host_id"] == "h1"
+    assert central.ports["p"]["binding:host_id"] == ""
 
 
 def test_a_delete_made_while_central_was_down_reaches_central_unless_the_port_moved():
