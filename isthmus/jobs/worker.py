@@ -179,12 +179,16 @@ class Worker:
                 renewed_until = self.leases.clock.now() + timedelta(seconds=self.settings.lease_seconds)
                 if self.leases.renew(entry.claim):
                     entry.lease.expires_at = renewed_until
-                else:
+                elif self._still_running(entry):  # not merely finished since the list was taken
                     LOG.warning("job %s: lease lost, asking its handler to stop", entry.claim.job.id)
                     entry.lease.lost = True
                     entry.stop.set()
             except Exception:  # noqa: BLE001 - keep trying; the lease may still be valid
                 LOG.exception("renewing lease of job %s failed", entry.claim.job.id)
+
+    def _still_running(self, entry: _Running) -> bool:
+        with self._lock:
+            return self._running.get(entry.claim.job.id) is entry
 
     def _abandon(self, entry: _Running) -> None:
         """Free the slot and the job of a handler that ignored its deadline.

@@ -17,7 +17,7 @@ def write_config(layout: Layout) -> Path:
         "DEFAULT": {"debug": False},
         "database": {"connection": layout.isthmus_db_url},
         # Short leases and resyncs: the sandbox favours quick convergence.
-        "jobs": {"workers": 4, "lease_seconds": 20, "poll_interval": 0.5, "retry_base_delay": 1,
+        "jobs": {"workers": 8, "lease_seconds": 20, "poll_interval": 0.5, "retry_base_delay": 1,
                  "retry_max_delay": 15, "max_attempts": 20},
         "isthmus": {"central_region": CENTRAL_REGION, "resync_interval": 30},
         "isthmus_service": {**ini.service_client(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION), "timeout": 30},

@@ -49,10 +49,9 @@ def sync_port(services: Services, ctx: JobContext) -> None:
     if not network_id or not macs or (central is None and not deleted):
         return  # central lacks it and recorded no delete: nothing is proof of anything
     try:
-        network = services.central.get("networks", network_id)
+        shadows = services.network_wants_shadows(network_id)
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
-    shadows = network is not None and services.wants_shadows(network)
     routed = services.routed_regions(network_id)
     regions = [p.region_name for p in services.registry.regional_pods()]
 

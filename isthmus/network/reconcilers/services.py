@@ -6,7 +6,7 @@ options of the service user) and ``[database] connection``."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oslo_config import cfg
 
@@ -47,6 +47,7 @@ class Services:
     central_region: str
     tombstones: Tombstones
     cross_region_l2: str = "shadow"
+    _network_types: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
     def central(self) -> NeutronClient:
@@ -59,6 +60,19 @@ class Services:
         """Shadows carry VxLAN between regions; VLAN and flat networks ride the
         physical network, which already spans them."""
         return self.cross_region_l2 == "shadow" and network.get("provider:network_type") == "vxlan"
+
+    def network_wants_shadows(self, network_id: str) -> bool:
+        return self.cross_region_l2 == "shadow" and self.network_type(network_id) == "vxlan"
+
+    def network_type(self, network_id: str) -> str | None:
+        """A network's segment type (None: central has no such network). Cached:
+        central refuses segment changes, so it never changes while it exists."""
+        if network_id not in self._network_types:
+            network = self.central.get("networks", network_id)
+            if network is None:
+                return None
+            self._network_types[network_id] = network.get("provider:network_type")
+        return self._network_types[network_id]
 
     def routed_regions(self, network_id: str) -> set[str]:
         """Regions where a port of the network was bound (they need shadows)."""

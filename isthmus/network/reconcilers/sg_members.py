@@ -129,7 +129,7 @@ def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: d
             address_group = create(neutron, members.group(group_id),
                                    want(group_id, region, members.ports(group_id)))
         elif fill:
-            converge(neutron, address_group, lambda _have, g=group_id: want(g, region, members.ports(g)))
+            converge(neutron, address_group, lambda have, g=group_id: _filled(g, region, have, members))
         ids[group_id] = address_group["id"]
         duplicates += extra
     plan = plans.plan_rules(central_group["id"], plans.desired_rules(central_group, ids),
@@ -142,6 +142,19 @@ def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: d
                  len(plan.create))
     for extra in duplicates:
         delete_unused(neutron, extra["id"])
+
+
+def _filled(group_id: str, region: str, have: set[str], members: Members) -> set[str]:
+    """What a full pass wants in the address group. Its members were read at the
+    start of the pass; an address it would remove is checked against a fresh
+    read first (a member may have bound since, and its own sg_member_sync has
+    already run): removal only on a present answer, never on a snapshot."""
+    desired = ag.desired_addresses(group_id, region, members.ports(group_id))
+    stale = have - desired
+    if stale:
+        fresh = Members(members.central).ports(group_id)
+        desired |= stale & ag.desired_addresses(group_id, region, fresh)
+    return desired
 
 
 def delete_unused(neutron: NeutronClient, address_group_id: str) -> bool:
