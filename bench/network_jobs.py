@@ -620,18 +620,26 @@ class JobReport:
 
 
 def worker_requests(logs: dict[str, AccessLog], before: dict[str, int], regions: tuple[str, ...]) -> Counter[str]:
-    """The job worker's requests to the regions, by what caused them: a port
-    event (port_sync: lookups by network and MAC, shadow creates and deletes) or
-    a whole-network pass (network_sync: first use in a region, periodic resync)."""
+    """The job worker's requests to the regions, by the job that made them:
+    port_sync (lookups by network and MAC, shadow creates and deletes) and
+    sg_member_sync (address groups, the group's copy) run per event; full
+    passes (network_sync, security_group_sync: first use, periodic resync)
+    grow with the network but not with the events."""
     counts: Counter[str] = Counter()
     for region in regions:
         for request in logs[region].since(before[region]):
-            if not request.agent.startswith(XJOB_AGENT):
-                continue
-            per_port = "mac_address=" in request.path or (
-                request.method in ("POST", "DELETE") and request.path.startswith("/v2.0/ports"))
-            counts["port events" if per_port else "network passes"] += 1
+            if request.agent.startswith(XJOB_AGENT):
+                counts[_cause(request)] += 1
     return counts
+
+
+def _cause(request: Request) -> str:
+    path = request.path
+    if "mac_address=" in path or (request.method in ("POST", "DELETE") and path.startswith("/v2.0/ports")):
+        return "port_sync"
+    if path.startswith("/v2.0/address-groups") or re.match(r"^/v2\.0/security-groups/[^?/]+$", path):
+        return "sg_member_sync"
+    return "full passes"
 
 
 def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fails: int, rules: dict[str, int],
@@ -665,7 +673,7 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
     if requests is not None and events:
         print("   worker requests to the regions per binding event: "
               + ", ".join(f"{kind} {n / events:.2f}" for kind, n in sorted(requests.items()))
-              + f" ({events} events; constant per event means wiring is incremental)")
+              + f" ({events} events; port_sync and sg_member_sync per event must not grow with the ports)")
     print(f"   FAIL jobs in the Isthmus DB (all keys): {fails}; "
           f"remote members admitted per region (address-group addresses): {', '.join(f'{r} {n}' for r, n in rules.items())}")
 

@@ -421,7 +421,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         except CentralUnavailable as err:
             raise _unavailable(err) from err
         except CentralRejected as err:
-            if err.status == 404 and client().network(attrs["network_id"]) is None:
+            # 403 too: central checks device_owner policy against a network it does not have.
+            if err.status in (403, 404) and client().network(attrs["network_id"]) is None:
                 self._regional_only.add(attrs["network_id"])
                 return None
             raise _rejected(err, "port") from err
