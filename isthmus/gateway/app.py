@@ -11,9 +11,9 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from aiohttp import web
 from multidict import MultiDict
@@ -46,6 +46,9 @@ class Settings:
     max_limit: int = 1000
     lookup_unrouted: bool = False
     catalog_ttl: float = 300.0
+    # Nova's and Cinder's own bound (oslo.middleware sizelimit, 112 KiB); a larger
+    # body is a 413 here, never read whole.
+    max_request_body: int = 114688
 
 
 @dataclass
@@ -96,6 +99,9 @@ class Gateway:
         self.write_hooks: dict[tuple[str, str], list[Hook]] = {}
         # Server create: coroutines run before forwarding (e.g. image replication, quota).
         self.before_create: list[Callable[[Call, Routed, str, dict], Awaitable[None]]] = []
+        # (api name, region, path) -> whether the object is gone, asked with service
+        # credentials: a 404 through the caller's token may only mean "not yours".
+        self.confirm_absent: Callable[[str, str, str], Awaitable[bool]] | None = None
         self.local_handlers: dict[tuple[str, str], Callable[[Call], Awaitable[web.Response]]] = {
             ("compute", "os-availability-zone"): self._availability_zones,
             ("volume", "os-availability-zone"): self._availability_zones,
@@ -103,7 +109,7 @@ class Gateway:
 
     # --- aiohttp plumbing ----------------------------------------------------------
     def make_app(self) -> web.Application:
-        app = web.Application(client_max_size=1024 ** 3)
+        app = web.Application(client_max_size=self.settings.max_request_body)
         app.router.add_route("*", "/{tail:.*}", self.handle)
         app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
@@ -166,7 +172,7 @@ class Gateway:
         if project and project != identity.project_id and not identity.is_admin:
             raise Fault(403, f"Project {project} is not the project of the token.")
         inbound_rid = request.headers.get("X-OpenStack-Request-ID", "")
-        call = Call(request, api, identity, version, project, segments, await request.read(), request_id,
+        call = Call(request, api, identity, version, project, segments, await _read_body(request), request_id,
                     inbound_rid if _REQUEST_ID.match(inbound_rid) else request_id, base)
         return await self._route(call), api, version
 
@@ -261,9 +267,23 @@ class Gateway:
             await self._check_attach(call, region)
         reply = await self._forward(call, region, call.method, call.rel, unavailable=(spec, resource_id))
         if reply.status == 404 and len(segs) == 2 and call.method in ("GET", "PUT", "DELETE"):
+            await self._forget_if_gone(call, spec, resource_id, region)
+        return self._render(call, reply, region, spec)
+
+    async def _forget_if_gone(self, call: Call, spec: Routed, resource_id: str, region: str) -> None:
+        """Another project's id answers 404 too: only a confirmed absence, asked
+        with service credentials, removes the routing (never a stranger's 404)."""
+        if self.confirm_absent is None:
+            return
+        try:
+            gone = await self.confirm_absent(call.api.name, region, f"/{spec.list_key}/{resource_id}")
+        except Exception as err:  # noqa: BLE001 - not confirmed: keep the routing
+            LOG.warning("%s: could not confirm %s %s is gone from %s: %s", call.request_id, spec.kind,
+                        resource_id, region, err)
+            return
+        if gone:
             LOG.info("%s: %s %s is gone from %s; routing removed", call.request_id, spec.kind, resource_id, region)
             await self.router.forget(spec.kind, resource_id)
-        return self._render(call, reply, region, spec)
 
     async def _check_attach(self, call: Call, server_region: str) -> None:
         try:
@@ -367,6 +387,9 @@ class Gateway:
         body = call.body
         if spec.placement == "schedule":
             requested = obj.get("availability_zone")
+            if requested is not None and not isinstance(requested, str):
+                raise Fault(400, f"Invalid input for field/attribute {spec.singular}.availability_zone: "
+                                 f"{requested!r} is not a string.")
             zone, sep, host = (requested or "").partition(":")
             pod = await self.router.choose(call.identity.project_id, zone or None)
             region = pod.region_name
@@ -564,7 +587,14 @@ class Gateway:
         try:
             events = json.loads(call.body)["events"]
         except (ValueError, KeyError, TypeError):
-            raise Fault(400, "Malformed request body.") from None
+            raise Fault(400, "Malformed request body: 'events' is required.") from None
+        if not isinstance(events, list) or not events:
+            raise Fault(400, "Invalid input for field/attribute events: must be a non-empty list.")
+        for n, event in enumerate(events):
+            if not isinstance(event, dict):
+                raise Fault(400, f"Invalid input for field/attribute events[{n}]: must be an object.")
+            if not isinstance(event.get("server_uuid"), str):
+                raise Fault(400, f"Invalid input for field/attribute events[{n}].server_uuid: must be a string.")
         by_region: dict[str, list] = {}
         for event in events:
             region = await self.router.region_of("server", str(event.get("server_uuid")))
@@ -577,6 +607,15 @@ class Gateway:
         merged = [e for reply in replies for e in ((reply.json() or {}).get("events") or [])]
         status = 207 if any(r.status != 200 for r in replies) else 200
         return _json({"events": merged}, status)
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """The body, bounded by ``max_request_body`` (aiohttp's client_max_size):
+    a larger one is the API's 413, not a 500."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise Fault(413, "Request is too large.") from None
 
 
 def _owner(item: dict, call: Call) -> str:

@@ -22,6 +22,8 @@ gateway_opts = [
     cfg.BoolOpt("strict_lists", default=False,
                 help="A region that is down fails a list with 503 (default: skip it and log)."),
     cfg.IntOpt("max_limit", default=1000, min=1, help="Largest page of a merged list (Nova's osapi_max_limit)."),
+    cfg.IntOpt("max_request_body", default=114688, min=1024,
+               help="Largest request body in bytes (Nova's and Cinder's default); a larger one is a 413."),
     cfg.IntOpt("connection_limit", default=200, min=1, help="Pooled connections to all regions together."),
     cfg.IntOpt("catalog_ttl", default=300, min=1,
                help="Seconds endpoints and microversion ranges are cached; refreshed early on connection errors."),

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from urllib.parse import parse_qs
 
 from isthmus.gateway import images
+from isthmus.gateway.faults import Fault
 
 LOG = logging.getLogger(__name__)
 
@@ -102,6 +104,14 @@ def install(gateway, conf, engine, session) -> None:
 
     gateway.before_create.append(volume_type_in_region)
 
+    async def confirm_absent(api: str, region: str, path: str) -> bool:
+        from isthmus.gateway.sync import Regions
+        service = Regions.fixed(session, lambda: [region])
+        reply = await asyncio.to_thread(service.call, "GET", region, api, path)
+        return reply.status_code == 404
+
+    gateway.confirm_absent = confirm_absent
+
     async def quota_sets(call):
         segs = call.segments
         if call.method == "GET" and len(segs) == 3 and segs[2] == "detail":
@@ -124,23 +134,45 @@ def install(gateway, conf, engine, session) -> None:
             if region == master:
                 return
             flavor = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
-            if flavor:
-                # The flavor job may not have run yet: make this one region match now.
+            if flavor and not _SAFE_ID.match(flavor):
+                raise Fault(400, f"Invalid input for field/attribute flavorRef: {flavor!r} is not a flavor id.")
+            # Service credentials act only on what the caller may use with its own
+            # token: a flavor it can see at the master, an image it can see there.
+            if flavor and await _caller_sees(gateway, call, master, "flavors", flavor):
+                # The flavor job may not have run yet: make this one region match now
+                # (inline: it only ever creates; a user request never deletes anything).
                 from isthmus.gateway.sync import Regions, sync_flavor
                 from isthmus.jobs import JobContext
-                ctx = JobContext("inline", FLAVOR_SYNC, flavor, None, {"master": master, "only": region}, 1)
+                ctx = JobContext("inline", FLAVOR_SYNC, flavor, None,
+                                 {"master": master, "only": region, "inline": True}, 1)
                 try:
                     await asyncio.to_thread(sync_flavor, Regions.fixed(session, lambda: [master, region]), ctx)
                 except Exception as err:  # noqa: BLE001
                     LOG.warning("%s: syncing flavor %s to %s failed: %s", call.request_id, flavor, region, err)
             for image_id in images.image_refs(server):
+                if not images.is_image_id(image_id):
+                    raise Fault(400, f"Invalid input for field/attribute imageRef: {image_id!r} is not an image id.")
+                interface = conf.service_credentials.interface
                 try:
-                    await asyncio.to_thread(images.ensure_image, session, image_id, master, region,
-                                            conf.service_credentials.interface)
+                    if not await asyncio.to_thread(images.visible_to, session, image_id, master,
+                                                   call.identity.token, interface):
+                        continue  # not the caller's to use: Nova answers for it
+                    await asyncio.to_thread(images.ensure_image, session, image_id, master, region, interface)
                 except Exception as err:  # noqa: BLE001 - Nova reports a missing image itself
                     LOG.warning("%s: copying image %s to %s failed: %s", call.request_id, image_id, region, err)
         gateway.before_create.append(copy_images)
 
+
+
+# Nova flavor ids: any string, but only these characters ever reach a URL here.
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
+
+
+async def _caller_sees(gateway, call, region: str, collection: str, object_id: str) -> bool:
+    """Whether the caller's own token can read the object (service credentials
+    then act on it, never on what the caller could not see)."""
+    reply = await gateway._forward(call, region, "GET", call.rel_for(collection, object_id), body=b"", query="")
+    return reply.status == 200
 
 
 # Limits change rarely and every change through the gateway drops the entry; a

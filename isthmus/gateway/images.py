@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 LOG = logging.getLogger(__name__)
 
@@ -61,6 +62,23 @@ def ensure_image(session, image_id: str, source_region: str, target_region: str,
             raise RuntimeError(f"copy of image {image_id} in {target_region} is {status}")
         time.sleep(0.5)
     raise TimeoutError(f"copy of image {image_id} to {target_region} not active after {wait:g}s")
+
+
+def is_image_id(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def visible_to(session, image_id: str, region: str, token: str, interface: str = "public") -> bool:
+    """Whether ``token`` (the caller's) can read the image in ``region``'s Glance:
+    the copy with service credentials is only for images the caller may use."""
+    resp = session.get(f"/v2/images/{image_id}", raise_exc=False, authenticated=False,
+                       headers={"X-Auth-Token": token},
+                       endpoint_filter={"service_type": "image", "region_name": region, "interface": interface})
+    return resp.status_code == 200
 
 
 def image_refs(server: dict) -> list[str]:

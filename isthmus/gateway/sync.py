@@ -119,9 +119,12 @@ def sync_flavor(regions: Regions, ctx: JobContext) -> None:
         if not flavor.get("os-flavor-access:is_public", True):
             access = [a["tenant_id"] for a in _ok(regions.call(
                 "GET", master, "compute", f"/flavors/{fid}/os-flavor-access"), 200).json()["flavor_access"]]
+    inline = bool(ctx.payload.get("inline"))  # before a user's create: only ever add what is missing
     for region in others:
         cur = _ok(regions.call("GET", region, "compute", f"/flavors/{fid}"), 200, 404)
         current = cur.json()["flavor"] if cur.status_code == 200 else None
+        if inline and (flavor is None or current is not None):
+            continue
         if flavor is None:
             if current:
                 _ok(regions.call("DELETE", region, "compute", f"/flavors/{fid}"), 202, 404)

@@ -447,3 +447,52 @@ def test_22_region_down_is_skipped_503_by_id_and_strict(gw, tmp_path):
         from isthmus.sandbox import runtime
         runtime.wait_http(nova.start_api(gw.layout, "RegionTwo"))
     gw.wait(sid)
+
+
+# --- security: service credentials act only on what the caller may use ----------------------
+def _other_region(gw) -> tuple[str, str]:
+    """(a region that is not the master, its AZ)."""
+    from isthmus.sandbox.gateway import master_region
+
+    master = master_region(gw.layout)
+    region = next(r for r in gw.sandbox.regions if r != master)
+    return region, gw.layout.availability_zone(region)
+
+
+def test_a_users_create_never_deletes_a_flavor_the_master_lacks(gw):
+    """Before: the inline flavor sync (service credentials) deleted, in the target
+    region, a flavor the user named that the master region does not have."""
+    region, az = _other_region(gw)
+    admin = gw.sandbox.connect(region, cloud="isthmus-admin")
+    flavor = admin.compute.create_flavor(name=f"gw-{uuid.uuid4().hex[:6]}", ram=64, vcpus=1, disk=1,
+                                         id=f"gw-local-{uuid.uuid4().hex[:8]}")
+    try:
+        resp = gw.boot(name(), az=az, flavor=flavor.id)
+        assert resp.status_code in (202, 400), resp.text
+        assert admin.compute.find_flavor(flavor.id, ignore_missing=True) is not None
+    finally:
+        admin.compute.delete_flavor(flavor.id, ignore_missing=True)
+
+
+def test_a_private_image_of_another_project_is_never_copied_for_a_user(gw):
+    """Before: a user naming another project's private master image made the
+    gateway's admin account copy it into the target region."""
+    from isthmus.sandbox.gateway import master_region
+
+    region, az = _other_region(gw)
+    master_glance = gw.sandbox.connect(master_region(gw.layout), cloud="isthmus-admin").image
+    image = master_glance.create_image(name=f"gw-{uuid.uuid4().hex[:6]}", disk_format="raw",
+                                       container_format="bare", visibility="private", data=b"secret" * 100)
+    try:
+        resp = gw.call("POST", "/servers", headers=NONE_NET, json={"server": {
+                "name": name(), "imageRef": image.id, "flavorRef": gw.flavor, "networks": "none",
+                "availability_zone": az}})
+        assert resp.status_code == 400, resp.text  # Nova in the region does not know it
+        there = gw.sandbox.connect(region, cloud="isthmus-admin").image.find_image(image.id, ignore_missing=True)
+        assert there is None
+        bad = gw.call("POST", "/servers", headers=NONE_NET, json={"server": {
+            "name": name(), "imageRef": "../../v2/images", "flavorRef": gw.flavor, "networks": "none",
+            "availability_zone": az}})
+        assert bad.status_code == 400 and "imageRef" in bad.json()["badRequest"]["message"]
+    finally:
+        master_glance.delete_image(image.id, ignore_missing=True)

@@ -79,6 +79,9 @@ class FakeNova:
             return web.json_response({"server": {"id": server["id"], "links": server["links"]}}, status=202)
         if len(parts) >= 2 and parts[0] == "servers":
             server = self.servers.get(parts[1])
+            caller = {"user": PROJECT, "other": OTHER}.get(request.headers.get("X-Auth-Token", ""))
+            if server is not None and caller is not None and server["tenant_id"] != caller:
+                server = None  # Nova shows a project only its own servers
             if server is None:
                 return web.json_response({"itemNotFound": {"code": 404, "message":
                                           f"Instance {parts[1]} could not be found at {self.base}"}}, status=404)
@@ -100,6 +103,8 @@ class FakeValidator:
             return Identity(token, "u", PROJECT, frozenset({"member"}))
         if token == "admin":
             return Identity(token, "a", ADMIN_PROJECT, frozenset({"admin"}))
+        if token == "other":
+            return Identity(token, "o", OTHER, frozenset({"member"}))
         raise Unauthorized(401, b'{"error": {"code": 401}}', [("WWW-Authenticate", "Keystone uri=x")])
 
 
@@ -124,6 +129,12 @@ async def start(tmp_path, regions: list[FakeNova], **settings) -> tuple[TestClie
     catalog = Catalog(load, "public", {"CentralRegion"}, ttl=300)
     gateway = Gateway(Settings(list_timeout=1.0, request_timeout=2.0, **settings),
                       Router(registry, "CentralRegion"), catalog, Upstream(), FakeValidator())
+    by_region = {n.region: n for n in regions}
+
+    async def confirm_absent(api, region, path):  # what service credentials see: every project's servers
+        return path.rsplit("/", 1)[-1] not in by_region[region].servers
+
+    gateway.confirm_absent = confirm_absent
     client = TestClient(TestServer(gateway.make_app()))
     await client.start_server()
     return client, gateway, servers

@@ -188,3 +188,32 @@ async def test_other_collections_go_to_the_master(env):
     client, *_ = env
     doc = await (await client.get("/compute/v2.1/flavors", headers=USER)).json()
     assert doc["flavors"][0]["name"] == "from-RegionOne"
+
+
+async def test_a_strangers_404_never_removes_the_owners_routing(env):
+    """Another project's GET/PUT/DELETE of a server id answers 404 (Nova hides it);
+    only an absence confirmed with service credentials may drop the routing."""
+    client, gateway, one, two, _ = env
+    resp = await client.post("/compute/v2.1/servers", headers=USER,
+                             json={"server": {"name": "mine", "availability_zone": "az2"}})
+    sid = (await resp.json())["server"]["id"]
+    for method in ("get", "put", "delete"):
+        stranger = await getattr(client, method)(f"/compute/v2.1/servers/{sid}", headers={"X-Auth-Token": "other"},
+                                                 **({"json": {"server": {"name": "x"}}} if method == "put" else {}))
+        assert stranger.status == 404
+    assert await gateway.router.region_of("server", sid) == "RegionTwo"
+    assert (await client.get(f"/compute/v2.1/servers/{sid}", headers=USER)).status == 200
+
+
+async def test_bad_input_is_a_400_or_413_naming_it(env, tmp_path):
+    client, gateway, one, two, _ = env
+    resp = await client.post("/compute/v2.1/servers", headers=USER,
+                             json={"server": {"name": "x", "availability_zone": ["az1"]}})
+    assert resp.status == 400 and "availability_zone" in (await resp.json())["badRequest"]["message"]
+    for body, field in (({"events": "x"}, "events"), ({"events": [1]}, "events[0]"),
+                        ({"events": [{"server_uuid": 5}]}, "events[0].server_uuid")):
+        resp = await client.post("/compute/v2.1/os-server-external-events", headers=ADMIN, json=body)
+        assert resp.status == 400 and field in (await resp.json())["badRequest"]["message"], body
+    big = {"server": {"name": "x", "user_data": "a" * (gateway.settings.max_request_body + 1)}}
+    resp = await client.post("/compute/v2.1/servers", headers=USER, json=big)
+    assert resp.status == 413 and "overLimit" in await resp.json()

@@ -136,3 +136,16 @@ def test_volume_type_by_name_and_inline_never_deletes():
     del regions.types["A"]["t1"]
     sync.sync_volume_type(regions, ctx("t1", name="gold"))
     assert regions.types["B"] == {}
+
+
+def test_inline_flavor_sync_before_a_users_create_never_deletes_or_replaces():
+    """A user's server create runs the flavor sync with service credentials: it may
+    add a missing master flavor to the target region, never delete or replace one."""
+    regions = FakeRegions(["A", "B"])
+    regions.flavors["B"]["only-here"] = {"flavor": {**FLAVOR, "id": "only-here"}, "specs": {}, "access": set()}
+    regions.flavors["A"]["f1"] = {"flavor": dict(FLAVOR), "specs": {}, "access": set()}
+    regions.flavors["B"]["f1"] = {"flavor": {**FLAVOR, "ram": 32}, "specs": {}, "access": set()}
+    sync.sync_flavor(regions, ctx("only-here", only="B", inline=True))
+    sync.sync_flavor(regions, ctx("f1", only="B", inline=True))
+    assert "only-here" in regions.flavors["B"] and regions.flavors["B"]["f1"]["flavor"]["ram"] == 32
+    assert not [c for c in regions.calls if c[0] != "GET"]
