@@ -49,6 +49,7 @@ class Settings:
     # Nova's and Cinder's own bound (oslo.middleware sizelimit, 112 KiB); a larger
     # body is a 413 here, never read whole.
     max_request_body: int = 114688
+    quota_unreachable_region: str = "last_known"  # or "refuse" (see config)
 
 
 @dataclass

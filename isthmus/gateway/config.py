@@ -22,6 +22,15 @@ gateway_opts = [
     cfg.BoolOpt("strict_lists", default=False,
                 help="A region that is down fails a list with 503 (default: skip it and log)."),
     cfg.IntOpt("max_limit", default=1000, min=1, help="Largest page of a merged list (Nova's osapi_max_limit)."),
+    cfg.IntOpt("per_region_limit", default=50, min=1,
+               help="Requests one region may have in flight (a hung region cannot take the whole pool)."),
+    cfg.FloatOpt("breaker_cooldown", default=10.0, min=0.1,
+                 help="Seconds a region that timed out or refused is not asked again (calls fail at once)."),
+    cfg.StrOpt("quota_unreachable_region", default="last_known", choices=[
+        ("last_known", "count an unreachable region's usage as last seen (0 if never seen): creates in the "
+                       "healthy regions go on; each region's own limits still hold"),
+        ("refuse", "refuse creates (503) while any region's usage cannot be counted")],
+        help="Global quota check when a region does not answer."),
     cfg.IntOpt("max_request_body", default=114688, min=1024,
                help="Largest request body in bytes (Nova's and Cinder's default); a larger one is a 413."),
     cfg.IntOpt("connection_limit", default=200, min=1, help="Pooled connections to all regions together."),

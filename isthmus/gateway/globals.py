@@ -213,7 +213,8 @@ async def enforce_quota(gateway, call, server: dict) -> None:
     replies = await asyncio.gather(*(gateway._forward(call, r, "GET", call.rel_for("os-quota-sets", project, "detail"),
                                                       body=b"", query="", timeout=gateway.settings.list_timeout)
                                      for r in regions), return_exceptions=True)
-    used = _usage_across_regions(replies, watched)
+    used = _usage_across_regions(regions, replies, watched, gateway.settings.quota_unreachable_region,
+                                 ("compute", project))
     for key, limit in watched.items():
         if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
             raise Fault(403, f"Quota exceeded for {key}: Requested {wanted[key]}, but already used {used[key]} "
@@ -292,24 +293,38 @@ async def enforce_volume_quota(gateway, call, volume: dict) -> None:
                                                       body=b"", query="usage=True",
                                                       timeout=gateway.settings.list_timeout)
                                      for r in regions), return_exceptions=True)
-    used = _usage_across_regions(replies, watched)
+    used = _usage_across_regions(regions, replies, watched, gateway.settings.quota_unreachable_region,
+                                 ("volume", project))
     for key, limit in watched.items():
         if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
             raise Fault(413, f"VolumeLimitExceeded: Maximum number of {key} allowed ({limit}) exceeded "
                         f"across regions (in use {used[key]}, requested {wanted[key]}).")
 
 
-def _usage_across_regions(replies, watched) -> dict[str, int]:
+# (service, project, region) -> that region's usage when it last answered.
+_REGION_USAGE: dict[tuple[str, str, str], dict[str, int]] = {}
+
+
+def _usage_across_regions(regions, replies, watched, policy: str, scope: tuple[str, str]) -> dict[str, int]:
     """In-use plus reserved of each watched quota, summed over every region's
-    quota detail; a region that did not answer makes the count impossible (503)."""
+    quota detail. A region that did not answer counts as it last did (policy
+    ``last_known``: the healthy regions keep creating, and each region's own
+    limits, propagated from the master, still hold), or refuses (``refuse``)."""
     from isthmus.gateway.faults import Fault  # imported late, as the callers do
 
     used = dict.fromkeys(watched, 0)
-    for reply in replies:
+    for region, reply in zip(regions, replies):
+        key = (*scope, region)
         if isinstance(reply, BaseException) or reply.status != 200:
-            raise Fault(503, "Quota usage cannot be counted: a region is unavailable.")
-        detail = (reply.json() or {}).get("quota_set") or {}
-        for key in used:
-            entry = detail.get(key) or {}
-            used[key] += int(entry.get("in_use") or 0) + int(entry.get("reserved") or 0)
+            if policy == "refuse":
+                raise Fault(503, f"Quota usage cannot be counted: region {region} is unavailable.")
+            counted = {k: _REGION_USAGE.get(key, {}).get(k, 0) for k in watched}
+            LOG.warning("quota of %s: %s did not answer; counting its last known usage %s", scope[1], region, counted)
+        else:
+            detail = (reply.json() or {}).get("quota_set") or {}
+            counted = {k: int((detail.get(k) or {}).get("in_use") or 0) + int((detail.get(k) or {}).get("reserved") or 0)
+                       for k in watched}
+            _REGION_USAGE[key] = counted
+        for k in used:
+            used[k] += counted[k]
     return used

@@ -12,6 +12,8 @@ from typing import Any
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from isthmus.clients.breaker import Breaker
+
 LOG = logging.getLogger(__name__)
 
 # RFC 9110 §7.6.1 hop-by-hop headers, plus Host (recomputed from the region URL)
@@ -76,10 +78,23 @@ def response_headers(reply_headers: Mapping[str, str]) -> CIMultiDict[str]:
 
 
 class Upstream:
-    """A pooled HTTP client shared by every request of the process."""
+    """A pooled HTTP client shared by every request of the process.
 
-    def __init__(self, connection_limit: int = 200) -> None:
+    A sick region costs the others nothing: each region may hold at most
+    ``per_region_limit`` requests in flight (a hung one cannot take the whole
+    pool; one more waits ``queue_wait`` at most, then fails), and a region that
+    timed out or refused is not asked again for ``breaker_cooldown`` seconds
+    (calls fail at once instead of each waiting a timeout; the first call after
+    the cooldown is the trial that closes it)."""
+
+    def __init__(self, connection_limit: int = 200, per_region_limit: int = 50,
+                 breaker_cooldown: float = 10.0, queue_wait: float = 1.0) -> None:
         self._limit = connection_limit
+        self._per_region = per_region_limit
+        self._cooldown = breaker_cooldown
+        self._queue_wait = queue_wait
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._breakers: dict[str, Breaker] = {}
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -93,16 +108,35 @@ class Upstream:
             await self._session.close()
             self._session = None
 
+    def breaker(self, region: str) -> Breaker:
+        if region not in self._breakers:
+            self._breakers[region] = Breaker(cooldown=self._cooldown)
+        return self._breakers[region]
+
     async def request(self, region: str, method: str, url: str, headers: Mapping[str, str],
                       body: bytes | None, timeout: float) -> Reply:
         assert self._session is not None, "Upstream.start() was not called"
+        breaker = self.breaker(region)
+        wait = breaker.open_for()
+        if wait:
+            raise RegionUnavailable(region, f"failed moments ago; not asked for another {wait:.0f}s")
+        slots = self._slots.setdefault(region, asyncio.Semaphore(self._per_region))
+        try:
+            await asyncio.wait_for(slots.acquire(), self._queue_wait)
+        except asyncio.TimeoutError:
+            raise RegionUnavailable(region, f"{self._per_region} requests already in flight") from None
         try:
             async with self._session.request(method, url, headers=headers, data=body or None,
                                              allow_redirects=False,
                                              timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 data = await resp.read()
-                return Reply(resp.status, resp.headers, data)
         except asyncio.TimeoutError as err:
+            breaker.failed()
             raise RegionUnavailable(region, f"no answer within {timeout:g}s") from err
         except aiohttp.ClientError as err:
+            breaker.failed()
             raise RegionUnavailable(region, type(err).__name__) from err
+        finally:
+            slots.release()
+        breaker.succeeded()
+        return Reply(resp.status, resp.headers, data)

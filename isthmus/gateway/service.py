@@ -31,8 +31,10 @@ def build(conf):
                       g.catalog_ttl)
     settings = Settings(public_url=g.public_url, list_timeout=g.list_timeout, request_timeout=g.request_timeout,
                         strict_lists=g.strict_lists, max_limit=g.max_limit, lookup_unrouted=g.lookup_unrouted,
-                        catalog_ttl=g.catalog_ttl, max_request_body=g.max_request_body)
-    gateway = Gateway(settings, router, catalog, Upstream(g.connection_limit), KeystoneValidator(conf))
+                        catalog_ttl=g.catalog_ttl, max_request_body=g.max_request_body,
+                        quota_unreachable_region=g.quota_unreachable_region)
+    gateway = Gateway(settings, router, catalog,
+                      Upstream(g.connection_limit, g.per_region_limit, g.breaker_cooldown), KeystoneValidator(conf))
     from isthmus.gateway import globals as global_objects
     global_objects.install(gateway, conf, engine, session)
     return gateway

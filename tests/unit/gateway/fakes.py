@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import itertools
 import json
 import uuid
@@ -32,6 +34,7 @@ class FakeNova:
     servers: dict = field(default_factory=dict)
     requests: list = field(default_factory=list)
     base: str = ""
+    hang: float = 0.0  # seconds every request sleeps before answering (a hung region)
 
     def add(self, name: str, project: str = PROJECT) -> dict:
         sid = str(uuid.uuid4())
@@ -48,6 +51,8 @@ class FakeNova:
         return app
 
     async def handle(self, request: web.Request) -> web.Response:
+        if self.hang:
+            await asyncio.sleep(self.hang)
         body = await request.read()
         self.requests.append((request.method, request.path_qs, dict(request.headers), body))
         parts = [p for p in request.path.split("/") if p]

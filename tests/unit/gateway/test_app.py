@@ -217,3 +217,50 @@ async def test_bad_input_is_a_400_or_413_naming_it(env, tmp_path):
     big = {"server": {"name": "x", "user_data": "a" * (gateway.settings.max_request_body + 1)}}
     resp = await client.post("/compute/v2.1/servers", headers=USER, json=big)
     assert resp.status == 413 and "overLimit" in await resp.json()
+
+
+async def test_a_hung_region_costs_one_timeout_then_nothing(env):
+    """RegionTwo accepts and never answers: the first list waits list_timeout for
+    it; after that its breaker is open and lists and routed calls to it answer at
+    once, while RegionOne keeps serving."""
+    import time
+
+    client, gateway, one, two, _ = env
+    one.add("a")
+    s2 = two.add("b")
+    await gateway.router.record("server", s2["id"], "RegionTwo", PROJECT)
+    two.hang = 30.0
+    started = time.monotonic()
+    first = await client.get("/compute/v2.1/servers", headers=USER)
+    assert first.status == 200 and time.monotonic() - started >= gateway.settings.list_timeout
+    started = time.monotonic()
+    again = await client.get("/compute/v2.1/servers", headers=USER)
+    assert again.status == 200 and [s["name"] for s in (await again.json())["servers"]] == ["a"]
+    routed = await client.get(f"/compute/v2.1/servers/{s2['id']}", headers=USER)
+    assert routed.status == 503
+    assert time.monotonic() - started < gateway.settings.list_timeout  # no second timeout spent on it
+    assert gateway.upstream.breaker("RegionTwo").open_for() > 0 and not gateway.upstream.breaker("RegionOne").open_for()
+
+
+def test_quota_counts_an_unreachable_region_as_last_seen_or_refuses():
+    from isthmus.gateway import globals as g
+    from isthmus.gateway.faults import Fault
+
+    class Reply:
+        status = 200
+
+        def __init__(self, used):
+            self.used = used
+
+        def json(self):
+            return {"quota_set": {"instances": {"in_use": self.used, "reserved": 0}}}
+
+    watched = {"instances": 10}
+    scope = ("compute", "p-quota-test")
+    regions = ["RegionOne", "RegionTwo"]
+    assert g._usage_across_regions(regions, [Reply(2), Reply(3)], watched, "last_known", scope) == {"instances": 5}
+    down = [Reply(2), TimeoutError("hung")]
+    assert g._usage_across_regions(regions, down, watched, "last_known", scope) == {"instances": 5}
+    with pytest.raises(Fault) as err:
+        g._usage_across_regions(regions, down, watched, "refuse", scope)
+    assert err.value.status == 503 and "RegionTwo" in err.value.message
