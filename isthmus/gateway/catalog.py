@@ -78,7 +78,10 @@ class Catalog:
             if not force and time.monotonic() - self._loaded_at <= self._ttl:
                 return
             try:
-                catalog, project_id = await asyncio.to_thread(self._load, force)
+                # Always a fresh token's catalog: keystoneauth keeps answering from
+                # the cached token's, so without it a moved endpoint would only be
+                # seen when the token expires, not within the TTL.
+                catalog, project_id = await asyncio.to_thread(self._load, True)
             except Exception as err:  # noqa: BLE001 - keep the last known endpoints
                 LOG.warning("refreshing the service catalog failed: %s", err)
                 self._loaded_at = time.monotonic() - self._ttl + 5  # retry in 5 s
