@@ -23,6 +23,7 @@ from isthmus.gateway.apis import APIS, COMPUTE, VOLUME, Api, Routed
 from isthmus.gateway.auth import Identity, Unauthorized
 from isthmus.gateway.catalog import Catalog, version_range
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.pools import BoundedPool
 from isthmus.gateway.proxy import RegionUnavailable, Reply, Upstream
 from isthmus.gateway.routing import Router
 
@@ -103,6 +104,10 @@ class Gateway:
         # (api name, region, path) -> whether the object is gone, asked with service
         # credentials: a 404 through the caller's token may only mean "not yours".
         self.confirm_absent: Callable[[str, str, str], Awaitable[bool]] | None = None
+        # Slow blocking work (image copies, inline syncs, service checks), bounded
+        # and apart from token validation (pools.py).
+        self.background = BoundedPool(8, "gateway-work")
+        self._probing: dict[str, asyncio.Lock] = {}
         self.local_handlers: dict[tuple[str, str], Callable[[Call], Awaitable[web.Response]]] = {
             ("compute", "os-availability-zone"): self._availability_zones,
             ("volume", "os-availability-zone"): self._availability_zones,
@@ -182,6 +187,18 @@ class Gateway:
         """The intersection of every region's range (cached like the catalog)."""
         at, ranges = self._ranges.get(api.name, (float("-inf"), {}))
         if time.monotonic() - at > self.settings.catalog_ttl or not ranges:
+            ranges = await self._probe_ranges(api)
+        default = microversion.Range(api.mv.default, api.mv.default)
+        return microversion.intersect(ranges.values()) or default
+
+    async def _probe_ranges(self, api: Api) -> dict[str, microversion.Range]:
+        """One probe of every region at a time per API (single flight): requests
+        arriving meanwhile wait for its result instead of probing again."""
+        lock = self._probing.setdefault(api.name, asyncio.Lock())
+        async with lock:
+            at, ranges = self._ranges.get(api.name, (float("-inf"), {}))
+            if time.monotonic() - at <= self.settings.catalog_ttl and ranges:
+                return ranges
             ranges = dict(ranges)
             endpoints = await self.catalog.endpoints(api.name)
 
@@ -197,8 +214,7 @@ class Gateway:
 
             await asyncio.gather(*(probe(r, ep.root) for r, ep in endpoints.items()))
             self._ranges[api.name] = (time.monotonic() if ranges else float("-inf"), ranges)
-        default = microversion.Range(api.mv.default, api.mv.default)
-        return microversion.intersect(ranges.values()) or default
+            return ranges
 
     def _version_entry(self, api: Api, supported: microversion.Range, base: str) -> dict:
         return {

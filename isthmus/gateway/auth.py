@@ -6,10 +6,11 @@ and read the identity headers it sets. Its token cache makes repeats cheap.
 
 from __future__ import annotations
 
-import asyncio
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from isthmus.gateway.pools import BoundedPool
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class KeystoneValidator:
         from keystonemiddleware import auth_token
 
         self._middleware = auth_token.AuthProtocol(_capture, {"oslo_config_config": conf})
+        self._pool = BoundedPool(16, "gateway-token")  # never starved by slow work (pools.py)
 
     def validate_sync(self, headers: Mapping[str, str]) -> Identity:
         environ = {
@@ -66,7 +68,7 @@ class KeystoneValidator:
                         environ.get("HTTP_X_PROJECT_ID", ""), roles)
 
     async def validate(self, headers: Mapping[str, str]) -> Identity:
-        return await asyncio.to_thread(self.validate_sync, headers)
+        return await self._pool.run(self.validate_sync, headers)
 
 
 def _capture(environ, start_response):

@@ -68,10 +68,16 @@ def load(argv: Sequence[str] | None = None, *, default_files: Sequence[str] | No
     return conf
 
 
+SERVICE_TIMEOUT = 30.0
+
+
 def service_session(conf: cfg.ConfigOpts):
     """The gateway's own keystoneauth session (endpoint discovery, propagation)."""
-    auth = ks_loading.load_auth_from_conf_options(conf, SERVICE_CREDENTIALS)
-    return ks_loading.load_session_from_conf_options(conf, SERVICE_CREDENTIALS, auth=auth)
+    from isthmus.clients import load_session
+
+    # Bounded by default (keystoneauth's own default is none): token fetches,
+    # catalog loads, Glance copies' control calls, inline syncs.
+    return load_session(conf, SERVICE_CREDENTIALS, default_timeout=SERVICE_TIMEOUT)
 
 
 def list_opts():

@@ -34,7 +34,7 @@ def install(gateway, conf, engine, session) -> None:
 
     def enqueue(job_type: str, resource_id: str, project_id: str | None, payload: dict | None = None):
         async def run() -> None:
-            await asyncio.to_thread(store.enqueue, job_type, resource_id, project_id=project_id, payload=payload or {})
+            await gateway.background.run(store.enqueue, job_type, resource_id, project_id=project_id, payload=payload or {})
         return run()
 
     async def flavors(call, region, reply) -> None:
@@ -98,7 +98,7 @@ def install(gateway, conf, engine, session) -> None:
         ctx = JobContext("inline", VOLUME_TYPE_SYNC, str(wanted), None,
                          {"master": master, "only": region, "name": str(wanted), "inline": True}, 1)
         try:
-            await asyncio.to_thread(sync_volume_type, Regions.fixed(session, lambda: [master, region]), ctx)
+            await gateway.background.run(sync_volume_type, Regions.fixed(session, lambda: [master, region]), ctx)
         except Exception as err:  # noqa: BLE001 - Cinder reports an unknown type itself
             LOG.warning("%s: syncing volume type %s to %s failed: %s", call.request_id, wanted, region, err)
 
@@ -107,7 +107,7 @@ def install(gateway, conf, engine, session) -> None:
     async def confirm_absent(api: str, region: str, path: str) -> bool:
         from isthmus.gateway.sync import Regions
         service = Regions.fixed(session, lambda: [region])
-        reply = await asyncio.to_thread(service.call, "GET", region, api, path)
+        reply = await gateway.background.run(service.call, "GET", region, api, path)
         return reply.status_code == 404
 
     gateway.confirm_absent = confirm_absent
@@ -146,7 +146,7 @@ def install(gateway, conf, engine, session) -> None:
                 ctx = JobContext("inline", FLAVOR_SYNC, flavor, None,
                                  {"master": master, "only": region, "inline": True}, 1)
                 try:
-                    await asyncio.to_thread(sync_flavor, Regions.fixed(session, lambda: [master, region]), ctx)
+                    await gateway.background.run(sync_flavor, Regions.fixed(session, lambda: [master, region]), ctx)
                 except Exception as err:  # noqa: BLE001
                     LOG.warning("%s: syncing flavor %s to %s failed: %s", call.request_id, flavor, region, err)
             for image_id in images.image_refs(server):
@@ -154,10 +154,10 @@ def install(gateway, conf, engine, session) -> None:
                     raise Fault(400, f"Invalid input for field/attribute imageRef: {image_id!r} is not an image id.")
                 interface = conf.service_credentials.interface
                 try:
-                    if not await asyncio.to_thread(images.visible_to, session, image_id, master,
+                    if not await gateway.background.run(images.visible_to, session, image_id, master,
                                                    call.identity.token, interface):
                         continue  # not the caller's to use: Nova answers for it
-                    await asyncio.to_thread(images.ensure_image, session, image_id, master, region, interface)
+                    await gateway.background.run(images.ensure_image, session, image_id, master, region, interface)
                 except Exception as err:  # noqa: BLE001 - Nova reports a missing image itself
                     LOG.warning("%s: copying image %s to %s failed: %s", call.request_id, image_id, region, err)
         gateway.before_create.append(copy_images)

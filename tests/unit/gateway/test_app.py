@@ -264,3 +264,14 @@ def test_quota_counts_an_unreachable_region_as_last_seen_or_refuses():
     with pytest.raises(Fault) as err:
         g._usage_across_regions(regions, down, watched, "refuse", scope)
     assert err.value.status == 503 and "RegionTwo" in err.value.message
+
+
+async def test_version_probes_are_single_flight(env):
+    """Many requests on a cold cache probe each region once, not once each."""
+    import asyncio
+
+    client, gateway, one, two, _ = env
+    gateway._ranges.clear()
+    await asyncio.gather(*(client.get("/compute/v2.1/servers", headers=USER) for _ in range(10)))
+    probes = [r for r in one.requests if r[1] == "/"]  # GET of the service root
+    assert len(probes) == 1

@@ -1,0 +1,31 @@
+"""Bounded thread pools for the gateway's blocking work.
+
+Token validation has its own pool, apart from the slow work (image copies,
+inline syncs, service-credential checks): a burst of image copies can then
+never starve authentication, and so every other request. asyncio's default
+executor is shared by everything, which is what this replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class BoundedPool:
+    def __init__(self, workers: int, name: str) -> None:
+        self.workers = workers
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` in this pool; waits for a free thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(fn, *args, **kwargs))
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
