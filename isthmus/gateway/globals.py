@@ -125,6 +125,7 @@ def install(gateway, conf, engine, session) -> None:
 
     gateway.local_handlers[("compute", "os-quota-sets")] = quota_sets
     gateway.local_handlers[("compute", "limits")] = limits
+    gateway.local_handlers[("volume", "limits")] = limits  # Cinder's usage summed over regions too
 
     if conf.gateway.replicate_images:
         async def copy_images(call, spec, region, server) -> None:
@@ -222,7 +223,9 @@ async def enforce_quota(gateway, call, server: dict) -> None:
 
 
 _LIMIT_USAGE = ("totalInstancesUsed", "totalCoresUsed", "totalRAMUsed", "totalServerGroupsUsed",
-                "totalFloatingIpsUsed", "totalSecurityGroupsUsed")
+                "totalFloatingIpsUsed", "totalSecurityGroupsUsed",  # Nova
+                "totalVolumesUsed", "totalGigabytesUsed", "totalSnapshotsUsed", "totalBackupsUsed",
+                "totalBackupGigabytesUsed")  # Cinder
 
 
 async def aggregated_usage(gateway, call, kind: str):

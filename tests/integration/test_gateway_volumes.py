@@ -202,3 +202,17 @@ def test_29_volume_quota_counts_every_region(vg):
         assert refused.status_code == 413 and "overLimit" in refused.json()
     finally:
         vg.vcall("PUT", f"/os-quota-sets/{project}", "isthmus-admin", json={"quota_set": {"volumes": -1}})
+
+
+def test_volume_limits_sum_usage_over_regions(vg):
+    """Cinder's /limits through the gateway: the master's limits, usage summed over regions."""
+    made = [vg.create_volume(az=vg.layout.availability_zone(r)) for r in vg.sandbox.regions]
+    for volume in made:
+        vg.wait_volume(volume["id"])
+    direct = sum(vg.sandbox.connect(r).block_storage.get("/limits").json()["limits"]["absolute"]["totalVolumesUsed"]
+                 for r in vg.sandbox.regions)
+    merged = vg.vcall("GET", "/limits")
+    assert merged.status_code == 200, merged.text
+    assert merged.json()["limits"]["absolute"]["totalVolumesUsed"] == direct >= len(made)
+    for volume in made:
+        vg.vcall("DELETE", f"/volumes/{volume['id']}")
