@@ -31,6 +31,16 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   done
 fi
 
+# The job-engine and migration tests also run on the machine's MariaDB and
+# PostgreSQL (skipped, with the reason, where a server cannot be reached).
+for service in mariadb:3306 postgresql:5432; do
+  name=${service%%:*}; port=${service##*:}
+  if ! (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && [ -x "/etc/init.d/$name" ] && [ "$(id -u)" -eq 0 ]; then
+    say "starting $name"
+    "/etc/init.d/$name" start >/dev/null 2>&1 || say "could not start $name; its database tests will be skipped"
+  fi
+done
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv with $($PYTHON --version)"
