@@ -68,7 +68,7 @@ class NeutronClient:
 
     def _send(self, method: str, path: str, body: dict | None, params: dict | None, headers: dict | None = None):
         callguard.check()  # e.g. a job whose lease was lost stops here, before touching a region
-        wait = self.breaker.admit()
+        wait = self.breaker.open_for()
         if wait:
             raise Unavailable(f"{self.region} Neutron unreachable moments ago; not tried for another {wait:.0f}s")
         try:

@@ -117,7 +117,7 @@ class Upstream:
                       body: bytes | None, timeout: float) -> Reply:
         assert self._session is not None, "Upstream.start() was not called"
         breaker = self.breaker(region)
-        wait = breaker.admit()
+        wait = breaker.open_for()
         if wait:
             raise RegionUnavailable(region, f"failed moments ago; not asked for another {wait:.0f}s")
         slots = self._slots.setdefault(region, asyncio.Semaphore(self._per_region))

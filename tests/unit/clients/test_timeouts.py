@@ -114,27 +114,3 @@ def test_a_region_that_failed_is_not_tried_again_until_the_cooldown_passes():
     now[0] = 10.5
     assert neutron.get("ports", "p0") == {"id": "p0"}  # the trial call goes through and closes it
     assert neutron.get("ports", "p0") == {"id": "p0"} and len(http.calls) == 3
-
-
-def test_after_the_cooldown_one_trial_goes_while_the_others_still_fail_fast():
-    from isthmus.clients.breaker import Breaker
-
-    now = [0.0]
-    breaker = Breaker(cooldown=10, clock=lambda: now[0])
-    assert breaker.admit() == 0  # closed
-    breaker.failed()
-    assert breaker.admit() == 10
-    now[0] = 10.5
-    assert breaker.admit() == 0  # the trial
-    assert breaker.admit() > 0  # the others wait while it is in flight
-    breaker.failed()  # the trial failed: open again
-    assert breaker.admit() == 10
-    now[0] = 21.0
-    assert breaker.admit() == 0
-    breaker.succeeded()
-    assert breaker.admit() == 0 and breaker.admit() == 0  # closed: everyone
-    breaker.failed()
-    now[0] = 31.5
-    assert breaker.admit() == 0  # a trial that never reports back ...
-    now[0] = 42.0
-    assert breaker.admit() == 0  # ... frees the slot after a cooldown
