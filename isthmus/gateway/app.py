@@ -11,7 +11,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -67,9 +67,6 @@ class Call:
     request_id: str
     global_request_id: str
     base: str  # gateway base URL for links
-    # GETs this request already made on the caller's behalf (region, path) -> reply:
-    # the quota check and the flavor/image copy both read the flavor at the master.
-    reads: dict[tuple[str, str], Reply] = field(default_factory=dict, repr=False)
 
     @property
     def method(self) -> str:

@@ -169,18 +169,11 @@ def install(gateway, conf, engine, session) -> None:
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 
 
-async def _read_as_caller(gateway, call, region: str, collection: str, object_id: str):
-    """GET with the caller's token, once per request (see ``Call.reads``)."""
-    rel = call.rel_for(collection, object_id)
-    if (region, rel) not in call.reads:
-        call.reads[(region, rel)] = await gateway._forward(call, region, "GET", rel, body=b"", query="")
-    return call.reads[(region, rel)]
-
-
 async def _caller_sees(gateway, call, region: str, collection: str, object_id: str) -> bool:
     """Whether the caller's own token can read the object (service credentials
     then act on it, never on what the caller could not see)."""
-    return (await _read_as_caller(gateway, call, region, collection, object_id)).status == 200
+    reply = await gateway._forward(call, region, "GET", call.rel_for(collection, object_id), body=b"", query="")
+    return reply.status == 200
 
 
 # Limits change rarely and every change through the gateway drops the entry; a
@@ -212,7 +205,7 @@ async def enforce_quota(gateway, call, server: dict) -> None:
     wanted = {"instances": count, "cores": 0, "ram": 0}
     flavor_ref = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
     if flavor_ref:
-        reply = await _read_as_caller(gateway, call, master, "flavors", flavor_ref)
+        reply = await gateway._forward(call, master, "GET", call.rel_for("flavors", flavor_ref), body=b"", query="")
         if reply.status == 200:
             flavor = (reply.json() or {}).get("flavor") or {}
             wanted["cores"] = count * int(flavor.get("vcpus") or 0)

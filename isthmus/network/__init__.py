@@ -12,7 +12,7 @@ Contracts between the parts (all over public REST APIs, see docs/networking.md):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 # binding:profile key carrying a region's report of where a port is bound.
@@ -25,41 +25,6 @@ SHADOW_PREFIX = "shadow_port_"
 # network:distributed are ones Neutron removes by itself with their subnet/network.
 DHCP_RESERVATION_DEVICE = "reserved_dhcp_port"
 GATEWAY_RESERVATION_DEVICE = "reserved_gateway_port"
-
-
-# In a shadow agent's configurations: the region whose host it stands for.
-SHADOW_AGENT_MARK = "isthmus_shadow_of"
-
-
-def is_compute(port: Mapping[str, Any]) -> bool:
-    """A VM's port (not its shadow in another region)."""
-    owner = port.get("device_owner") or ""
-    return owner.startswith("compute:") and owner != SHADOW_OWNER
-
-
-def is_shadow(port: Mapping[str, Any]) -> bool:
-    return port.get("device_owner") == SHADOW_OWNER
-
-
-def is_user_port(port: Mapping[str, Any]) -> bool:
-    """A port central allocates and regions copy (user and VM ports); network-owned
-    ports (DHCP, router interfaces, reservations) and shadows are regional only."""
-    owner = port.get("device_owner") or ""
-    return not owner.startswith("network:") and owner != SHADOW_OWNER
-
-
-def is_shadow_agent(agent: Mapping[str, Any]) -> bool:
-    return bool((agent.get("configurations") or {}).get(SHADOW_AGENT_MARK))
-
-
-def tunnel_agent(agents: Iterable[Mapping[str, Any]], host: str) -> dict[str, str] | None:
-    """Among a region's agents on ``host``, its own (not a shadow agent) L2 agent
-    with a VxLAN endpoint, as reports carry it: {type, host, tunnel_ip}."""
-    for agent in agents:
-        tunnel_ip = (agent.get("configurations") or {}).get("tunneling_ip")
-        if tunnel_ip and not is_shadow_agent(agent):
-            return {"type": agent["agent_type"], "host": host, "tunnel_ip": tunnel_ip}
-    return None
 
 
 def dhcp_reservation_name(subnet_id: str) -> str:

@@ -23,11 +23,10 @@ from neutron_lib.plugins.ml2 import api
 from isthmus.network import (
     DHCP_RESERVATION_DEVICE,
     GATEWAY_RESERVATION_DEVICE,
+    SHADOW_OWNER,
     binding_report,
     dhcp_reservation_name,
     gateway_reservation_name,
-    is_compute,
-    is_user_port,
     jobtypes,
 )
 from isthmus.network.central.state import state
@@ -41,6 +40,17 @@ _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
 def _report(port: dict) -> dict | None:
     report = binding_report(port)
     return report if report and report.get("region") else None
+
+
+def _is_user_port(port: dict) -> bool:
+    """A port a user owns and regions copy (not DHCP, router or reservation ports, not shadows)."""
+    owner = port.get("device_owner") or ""
+    return not owner.startswith("network:") and owner != SHADOW_OWNER
+
+
+def _is_compute(port: dict) -> bool:
+    owner = port.get("device_owner") or ""
+    return owner.startswith("compute:") and owner != SHADOW_OWNER
 
 
 class CentralMechanismDriver(api.MechanismDriver):
@@ -129,9 +139,9 @@ class CentralMechanismDriver(api.MechanismDriver):
     # (it then needs shadows of all the others) and as the periodic backstop.
     def update_port_postcommit(self, context: api.PortContext) -> None:
         port, before = context.current, context.original or {}
-        if not is_user_port(port):
+        if not _is_user_port(port):
             return
-        moved = is_compute(port) or is_compute(before)
+        moved = _is_compute(port) or _is_compute(before)
         moved = moved and (port.get(portbindings.HOST_ID) != before.get(portbindings.HOST_ID)
                            or _report(port) != _report(before))
         first_here = self._record_placement(port, before) if moved else False
@@ -147,7 +157,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         state().registry.forget(port["id"], "port")
         # Also a user port that is not bound anywhere (a server's port Nova left
         # unbound, or one never booted): regions may still hold copies of it.
-        if is_user_port(port):
+        if _is_user_port(port):
             self._sync_port(port, port)
             self._sync_members(None, port)
 

@@ -30,19 +30,15 @@ from oslo_utils import excutils
 from isthmus.network import (
     DHCP_RESERVATION_DEVICE,
     GATEWAY_RESERVATION_DEVICE,
-    SHADOW_AGENT_MARK,
     SHADOW_OWNER,
     binding_report,
     bound_region,
     config,
     dhcp_reservation_name,
     gateway_reservation_name,
-    is_shadow_agent,
-    is_user_port,
     port_report,
     reported_agent,
     shadow_port_id,
-    tunnel_agent,
 )
 from isthmus.network.local import copies
 from isthmus.network.local.central import CentralRejected, CentralUnavailable, client
@@ -53,6 +49,8 @@ LOG = logging.getLogger(__name__)
 # from the same MAC, and Neutron refuses explicit addresses there.
 _AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
 REGIONAL_ONLY_SECONDS = 60.0
+# In a shadow agent's configurations: the region whose host it stands for.
+_SHADOW_AGENT_MARK = "isthmus_shadow_of"
 
 
 def _unavailable(err: Exception) -> n_exc.ServiceUnavailable:
@@ -106,6 +104,13 @@ def _rejected(err: CentralRejected, resource: str) -> Exception:
     if err.status == 404:
         return CentralNotFound(reason=str(err))
     return n_exc.BadRequest(resource=resource, msg=f"central Neutron: {err}")
+
+
+def _is_central_port(device_owner: str | None) -> bool:
+    """User and compute ports are allocated at central; network-owned ports
+    (DHCP, router interfaces) and shadow copies are regional only."""
+    owner = device_owner or ""
+    return not owner.startswith("network:") and owner != SHADOW_OWNER
 
 
 class LocalPlugin(ml2_plugin.Ml2Plugin):
@@ -354,7 +359,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             attrs["id"] = shadow_of  # a copy of a port of another region keeps its UUID
             self._ensure_shadow_agent(context.elevated(), attrs)
             return super().create_port(context, port)
-        if not is_user_port(attrs):
+        if not _is_central_port(attrs.get("device_owner")):
             return super().create_port(context, port)
         self.get_network(context, attrs["network_id"], fields=["id"])  # copy it if needed
         allocated = self._allocate_at_central(context, attrs)
@@ -464,7 +469,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             central = client().port(port_id)
         except CentralUnavailable as err:
             raise _unavailable(err) from err
-        if central is None or not self._visible(context, central) or not is_user_port(central):
+        if central is None or not self._visible(context, central) or not _is_central_port(central.get("device_owner")):
             return False
         if _bound_elsewhere(central, self.region):
             return False  # it lives in another region; its copy here is a shadow, made by the reconciler
@@ -483,7 +488,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     def update_port(self, context, id, port):
         before = super().get_port(context.elevated(), id)
         after = super().update_port(context, id, port)
-        if (is_user_port(after) and _binding_moved(before, after)
+        if (_is_central_port(after.get("device_owner")) and _binding_moved(before, after)
                 and after["network_id"] not in self._regional_only):
             self.reports.report(after["id"])  # from the background, retried until central has it
         return after
@@ -498,7 +503,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             port = super().get_port(admin, port_id)
         except n_exc.PortNotFound:
             return None
-        if not is_user_port(port) or port["network_id"] in self._regional_only:
+        if not _is_central_port(port.get("device_owner")) or port["network_id"] in self._regional_only:
             return None
         host = port.get(portbindings.HOST_ID) or ""
         return port_report(self.region, port, self._tunnel_agent(admin, host) if host else None)
@@ -515,7 +520,11 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         except Exception as err:  # noqa: BLE001 - a report without it still binds central
             LOG.warning("isthmus: agents of host %s unreadable: %s", host, err)
             return None
-        return tunnel_agent(agents, host)
+        for agent in agents:
+            tunnel_ip = (agent.get("configurations") or {}).get("tunneling_ip")
+            if tunnel_ip and not _is_shadow_agent(agent):
+                return {"type": agent["agent_type"], "host": host, "tunnel_ip": tunnel_ip}
+        return None
 
     def _ensure_shadow_agent(self, admin, attrs: dict) -> None:
         """A shadow port is bound to a host of another region. Give that host an
@@ -526,14 +535,14 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         if agent is None or agent["type"] != constants.AGENT_TYPE_OVS:
             return
         existing = self.get_agents(admin, filters={"host": [agent["host"]], "agent_type": [agent["type"]]})
-        if any(not is_shadow_agent(a) for a in existing):
+        if any(not _is_shadow_agent(a) for a in existing):
             return
         self.create_or_update_agent(admin, {
             "agent_type": agent["type"], "binary": "neutron-openvswitch-agent", "host": agent["host"],
             "topic": "N/A", "start_flag": not existing,
             "configurations": {"tunneling_ip": agent["tunnel_ip"], "tunnel_types": ["vxlan"],
                                "l2_population": True,
-                               SHADOW_AGENT_MARK: (binding_report(attrs) or {}).get("region") or True},
+                               _SHADOW_AGENT_MARK: (binding_report(attrs) or {}).get("region") or True},
         })
         LOG.info("isthmus: shadow agent for host %s (tunnel %s)", agent["host"], agent["tunnel_ip"])
 
@@ -547,7 +556,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         except n_exc.PortNotFound:
             port = None
         tell_central_later = False
-        if port and is_user_port(port):
+        if port and _is_central_port(port.get("device_owner")):
             try:
                 if self._lives_here(port):
                     client().delete_port(id)
@@ -649,6 +658,10 @@ def _segment(network: dict) -> str:
 
 def _bound_elsewhere(port: dict, region: str) -> bool:
     return bound_region(port) not in (None, region)
+
+
+def _is_shadow_agent(agent: dict) -> bool:
+    return bool((agent.get("configurations") or {}).get(_SHADOW_AGENT_MARK))
 
 
 def _binding_moved(before: dict, after: dict) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isthmus.network import bound_region, is_compute
+from isthmus.network import SHADOW_OWNER, bound_region
 
 NAME_PREFIX = "isthmus-members-"
 # Description of the companion rule of a remote-group rule (central never has it).
@@ -53,7 +53,9 @@ def cidr(address: str) -> str:
 
 def is_member(port: Mapping[str, Any], group_id: str) -> bool:
     """A VM port of the group that is bound somewhere (shadows are not members)."""
-    return is_compute(port) and group_id in (port.get("security_groups") or []) and bound_region(port) is not None
+    owner = port.get("device_owner") or ""
+    return (owner.startswith("compute:") and owner != SHADOW_OWNER and group_id in (port.get("security_groups") or [])
+            and bound_region(port) is not None)
 
 
 def addresses_of(port: Mapping[str, Any]) -> set[str]:

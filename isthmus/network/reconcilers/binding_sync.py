@@ -24,7 +24,8 @@ from datetime import datetime, timedelta, timezone
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, RetryLater
-from isthmus.network import bound_region, is_shadow, is_user_port, port_report, report_differs, tunnel_agent
+from isthmus.network import bound_region, port_report, report_differs
+from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
@@ -33,12 +34,16 @@ _FIELDS = ("id", "network_id", "mac_address", "device_owner", "device_id", "bind
            "binding:vif_type", "binding:vif_details", "binding:vnic_type", "revision_number", "updated_at")
 
 
+def _user_port(port: dict) -> bool:
+    return not (port.get("device_owner") or "").startswith("network:") and not plans.is_shadow(port)
+
+
 def sync_bindings(services: Services, ctx: JobContext) -> None:
     region = ctx.resource_id
     neutron = services.neutron(region)
     try:
-        central = {p["id"]: p for p in services.central.list("ports", fields=list(_FIELDS)) if is_user_port(p)}
-        regional = {p["id"]: p for p in neutron.list("ports", fields=list(_FIELDS)) if is_user_port(p)}
+        central = {p["id"]: p for p in services.central.list("ports", fields=list(_FIELDS)) if _user_port(p)}
+        regional = {p["id"]: p for p in neutron.list("ports", fields=list(_FIELDS)) if _user_port(p)}
     except Unavailable as err:
         raise RetryLater(str(err)) from err
     agents: dict[str, dict | None] = {}
@@ -79,7 +84,12 @@ def sync_bindings(services: Services, ctx: JobContext) -> None:
 
 def _agent(neutron: NeutronClient, host: str, cache: dict[str, dict | None]) -> dict | None:
     if host not in cache:
-        cache[host] = tunnel_agent(neutron.list("agents", host=host, agent_type="Open vSwitch agent"), host)
+        cache[host] = None
+        for agent in neutron.list("agents", host=host, agent_type="Open vSwitch agent"):
+            tunnel_ip = (agent.get("configurations") or {}).get("tunneling_ip")
+            if tunnel_ip and not (agent.get("configurations") or {}).get("isthmus_shadow_of"):
+                cache[host] = {"type": agent["agent_type"], "host": host, "tunnel_ip": tunnel_ip}
+                break
     return cache[host]
 
 
@@ -104,6 +114,6 @@ def _held_elsewhere(services: Services, region: str, port: dict) -> bool:
                 "ports", network_id=port["network_id"], mac_address=port["mac_address"])
         except Unavailable:
             return True
-        if any(p["id"] == port["id"] and not is_shadow(p) for p in found):
+        if any(p["id"] == port["id"] and not plans.is_shadow(p) for p in found):
             return True
     return False

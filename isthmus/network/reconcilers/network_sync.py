@@ -32,7 +32,7 @@ def sync_network(services: Services, ctx: JobContext) -> None:
     # and addresses that must go when central's go.
     routed = services.routed_regions(network_id)
     regions = [p.region_name for p in services.registry.regional_pods()]
-    shadows = central is not None and services.wants_shadows(central.get("provider:network_type"))
+    shadows = central is not None and services.wants_shadows(central)
 
     if central is None and not services.tombstones.is_buried("network", network_id):
         # Outages are not deletions: a 404 that central never recorded as its own

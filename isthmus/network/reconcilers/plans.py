@@ -11,8 +11,6 @@ from isthmus.network import (
     PROFILE_KEY,
     SHADOW_OWNER,
     bound_region,
-    is_compute,
-    is_shadow,
     reported_agent,
     shadow_port_id,
     shadow_port_name,
@@ -27,6 +25,15 @@ PORT_FIELDS = ("name", "description", "admin_state_up", "security_groups", "port
                "allowed_address_pairs", "extra_dhcp_opts", "fixed_ips", "mac_address")
 SUBNET_FIELDS = ("name", "description", "enable_dhcp", "dns_nameservers", "host_routes")
 MEMBER_RULE_TAG = address_groups_plan.LEGACY_MEMBER_TAG  # the previous release's /32 member rules
+
+
+def is_compute(port: Mapping[str, Any]) -> bool:
+    owner = port.get("device_owner") or ""
+    return owner.startswith("compute:") and owner != SHADOW_OWNER
+
+
+def is_shadow(port: Mapping[str, Any]) -> bool:
+    return port.get("device_owner") == SHADOW_OWNER
 
 
 def changed_fields(central: Mapping[str, Any], copy: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, RetryLater
-from isthmus.network import bound_region, is_user_port
+from isthmus.network import bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.services import Services
@@ -49,7 +49,7 @@ def sync_port(services: Services, ctx: JobContext) -> None:
     if not network_id or not macs or (central is None and not deleted):
         return  # central lacks it and recorded no delete: nothing is proof of anything
     try:
-        shadows = services.wants_shadows(services.network_type(network_id))
+        shadows = services.network_wants_shadows(network_id)
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
     routed = services.routed_regions(network_id)
@@ -92,7 +92,8 @@ def apply(services: Services, neutron: NeutronClient, region: str, plan: plans.P
         neutron.delete("ports", port_id)
     for port in regional:
         original = central.get(port["id"])
-        if original is not None and port["id"] not in plan.delete and is_user_port(port):
+        if original is not None and port["id"] not in plan.delete and not plans.is_shadow(port) \
+                and not (port.get("device_owner") or "").startswith("network:"):
             update_copy(services, neutron, region, port, original)
     for body in plan.create_shadows:
         LOG.info("port %s in %s: shadow", plans.shadow_of(body), region)

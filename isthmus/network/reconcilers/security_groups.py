@@ -25,15 +25,15 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
     routings = services.registry.list_routings({"project_id": project_id, "resource_type": "security_group"})
-    members = sg_members.Members(services.central, {g["id"]: g for g in groups})
     try:
         # Groups the project's ports use but another project owns (shared by RBAC)
         # are not in the project's list: read them by id, never take them for deleted.
-        by_id = {r.top_id: g for r in routings if (g := members.group(r.top_id)) is not None}
+        groups += _foreign_groups(services.central, {r.top_id for r in routings} - {g["id"] for g in groups})
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
-    by_id.update((g["id"], g) for g in groups)
+    by_id = {g["id"]: g for g in groups}
     deleted = services.tombstones.buried("security_group", {r.top_id for r in routings} - set(by_id))
+    members = sg_members.Members(services.central, by_id)
     unreachable: list[str] = []
     wired: dict[str, set[str]] = {}  # region -> remote groups its routed copies name
     for routing in routings:
@@ -85,3 +85,6 @@ def _remove_unused(neutron: NeutronClient, project_id: str, named: set[str]) -> 
             if sg_members.delete_unused(neutron, found["id"]):
                 LOG.info("address group %s (%s) in %s: unused, deleted", found["id"], group_id, neutron.region)
 
+
+def _foreign_groups(central: NeutronClient, ids: set[str]) -> list[dict]:
+    return [g for g in (central.get("security-groups", i) for i in sorted(ids)) if g is not None]

@@ -56,10 +56,13 @@ class Services:
     def neutron(self, region: str) -> NeutronClient:
         return self.clients.neutron(region)
 
-    def wants_shadows(self, network_type: str | None) -> bool:
+    def wants_shadows(self, network: dict) -> bool:
         """Shadows carry VxLAN between regions; VLAN and flat networks ride the
         physical network, which already spans them."""
-        return self.cross_region_l2 == "shadow" and network_type == "vxlan"
+        return self.cross_region_l2 == "shadow" and network.get("provider:network_type") == "vxlan"
+
+    def network_wants_shadows(self, network_id: str) -> bool:
+        return self.cross_region_l2 == "shadow" and self.network_type(network_id) == "vxlan"
 
     def network_type(self, network_id: str) -> str | None:
         """A network's segment type (None: central has no such network). Cached:
