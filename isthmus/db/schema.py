@@ -11,10 +11,11 @@ import sqlalchemy as sa
 
 
 def metadatas() -> list[sa.MetaData]:
+    from isthmus.gateway import schema as gateway_schema
     from isthmus.jobs import schema as jobs_schema
     from isthmus.registry import schema as registry_schema
 
-    return [registry_schema.metadata, jobs_schema.metadata]
+    return [registry_schema.metadata, jobs_schema.metadata, gateway_schema.metadata]
 
 
 def table_names() -> set[str]:

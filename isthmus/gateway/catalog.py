@@ -98,6 +98,10 @@ class Catalog:
         if time.monotonic() - self._loaded_at >= min_age:
             self._loaded_at = float("-inf")
 
+    def endpoints_known(self, kind: str) -> list[Endpoint]:
+        """What the last load found for ``kind`` (no I/O: for rewriting replies)."""
+        return list(self._endpoints.get(kind, {}).values())
+
     def all_roots(self) -> list[str]:
         return [ep.root for eps in self._endpoints.values() for ep in eps.values()]
 

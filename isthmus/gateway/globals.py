@@ -9,28 +9,23 @@ from the region registry.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import re
-import time
 from urllib.parse import parse_qs
 
 from isthmus.gateway import images
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.quotas import QuotaGuard, Reservations
+from isthmus.gateway.sync import (FLAVOR_SYNC, KEYPAIR_SYNC, QUOTA_SYNC, VOLUME_TYPE_SYNC, Regions, sync_flavor,
+                                  sync_volume_type)
+from isthmus.jobs import JobContext, JobStore
 
 LOG = logging.getLogger(__name__)
 
-FLAVOR_SYNC = "gateway_flavor_sync"
-KEYPAIR_SYNC = "gateway_keypair_sync"
-QUOTA_SYNC = "gateway_quota_sync"
-VOLUME_TYPE_SYNC = "gateway_volume_type_sync"
-
 
 def install(gateway, conf, engine, session) -> None:
-    from isthmus.jobs import JobStore
-
     store = JobStore(engine)
+    quota_guard = QuotaGuard(gateway.settings, gateway.router, gateway.fwd, gateway.background, Reservations(engine))
 
     def enqueue(job_type: str, resource_id: str, project_id: str | None, payload: dict | None = None):
         async def run() -> None:
@@ -52,7 +47,7 @@ def install(gateway, conf, engine, session) -> None:
 
     async def quotas(call, region, reply) -> None:
         if len(call.segments) > 1:
-            _LIMITS.pop(("compute", call.segments[1]), None)
+            quota_guard.limits_changed("compute", call.segments[1])
             await enqueue(QUOTA_SYNC, call.segments[1], call.segments[1], {"master": region})
 
     async def volume_types(call, region, reply) -> None:
@@ -69,21 +64,15 @@ def install(gateway, conf, engine, session) -> None:
 
     async def volume_quotas(call, region, reply) -> None:
         if len(call.segments) > 1:
-            _LIMITS.pop(("volume", call.segments[1]), None)
+            quota_guard.limits_changed("volume", call.segments[1])
             await enqueue(QUOTA_SYNC, f"volume/{call.segments[1]}", call.segments[1],
                           {"master": region, "service": "volume"})
 
     gateway.write_hooks.setdefault(("volume", "os-quota-sets"), []).append(volume_quotas)
 
-    async def global_quota(call, spec, region, body) -> None:
-        """Instances, cores and RAM (volumes, gigabytes) count across every region
-        against the master's limits."""
-        if spec.kind == "server":
-            await enforce_quota(gateway, call, body)
-        elif spec.kind == "volume":
-            await enforce_volume_quota(gateway, call, body)
-
-    gateway.before_create.append(global_quota)
+    # Instances, cores and RAM (volumes, gigabytes) count across every region
+    # against the master's limits, reserved so concurrent creates cannot overshoot.
+    gateway.before_create.append(quota_guard.admit)
 
     async def volume_type_in_region(call, spec, region, volume) -> None:
         """A volume type created at the master exists in the target region before the create."""
@@ -93,8 +82,6 @@ def install(gateway, conf, engine, session) -> None:
         master = await gateway.router.master_region()
         if region == master:
             return
-        from isthmus.gateway.sync import Regions, sync_volume_type
-        from isthmus.jobs import JobContext
         ctx = JobContext("inline", VOLUME_TYPE_SYNC, str(wanted), None,
                          {"master": master, "only": region, "name": str(wanted), "inline": True}, 1)
         try:
@@ -105,7 +92,6 @@ def install(gateway, conf, engine, session) -> None:
     gateway.before_create.append(volume_type_in_region)
 
     async def confirm_absent(api: str, region: str, path: str) -> bool:
-        from isthmus.gateway.sync import Regions
         service = Regions.fixed(session, lambda: [region])
         reply = await gateway.background.run(service.call, "GET", region, api, path)
         return reply.status_code == 404
@@ -115,12 +101,12 @@ def install(gateway, conf, engine, session) -> None:
     async def quota_sets(call):
         segs = call.segments
         if call.method == "GET" and len(segs) == 3 and segs[2] == "detail":
-            return await aggregated_usage(gateway, call, "quota_set")
+            return await quota_guard.usage_summed(call, "quota_set")
         return await gateway.to_master(call)
 
     async def limits(call):
         if call.method == "GET" and len(call.segments) == 1:
-            return await aggregated_usage(gateway, call, "limits")
+            return await quota_guard.usage_summed(call, "limits")
         return await gateway.to_master(call)
 
     gateway.local_handlers[("compute", "os-quota-sets")] = quota_sets
@@ -142,8 +128,6 @@ def install(gateway, conf, engine, session) -> None:
             if flavor and await _caller_sees(gateway, call, master, "flavors", flavor):
                 # The flavor job may not have run yet: make this one region match now
                 # (inline: it only ever creates; a user request never deletes anything).
-                from isthmus.gateway.sync import Regions, sync_flavor
-                from isthmus.jobs import JobContext
                 ctx = JobContext("inline", FLAVOR_SYNC, flavor, None,
                                  {"master": master, "only": region, "inline": True}, 1)
                 try:
@@ -172,162 +156,5 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 async def _caller_sees(gateway, call, region: str, collection: str, object_id: str) -> bool:
     """Whether the caller's own token can read the object (service credentials
     then act on it, never on what the caller could not see)."""
-    reply = await gateway._forward(call, region, "GET", call.rel_for(collection, object_id), body=b"", query="")
+    reply = await gateway.fwd.forward(call, region, "GET", call.rel_for(collection, object_id), body=b"", query="")
     return reply.status == 200
-
-
-# Limits change rarely and every change through the gateway drops the entry; a
-# short TTL bounds staleness for changes made at the master directly.
-LIMITS_TTL = 10.0
-_LIMITS: dict[tuple[str, str], tuple[float, dict]] = {}
-
-
-async def enforce_quota(gateway, call, server: dict) -> None:
-    from isthmus.gateway.faults import Fault
-
-    project = call.identity.project_id
-    cached = _LIMITS.get(("compute", project))
-    if cached and time.monotonic() - cached[0] < LIMITS_TTL:
-        limits = cached[1]
-    else:
-        master = await gateway.router.master_region()
-        quota = await gateway._forward(call, master, "GET", call.rel_for("os-quota-sets", project), body=b"",
-                                       query="")
-        if quota.status != 200:
-            return
-        limits = (quota.json() or {}).get("quota_set") or {}
-        _LIMITS[("compute", project)] = (time.monotonic(), limits)
-    master = await gateway.router.master_region()
-    watched = {k: limits.get(k, -1) for k in ("instances", "cores", "ram")}
-    if all(v is None or v < 0 for v in watched.values()):
-        return
-    count = max(int(server.get("min_count") or 1), 1)
-    wanted = {"instances": count, "cores": 0, "ram": 0}
-    flavor_ref = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
-    if flavor_ref:
-        reply = await gateway._forward(call, master, "GET", call.rel_for("flavors", flavor_ref), body=b"", query="")
-        if reply.status == 200:
-            flavor = (reply.json() or {}).get("flavor") or {}
-            wanted["cores"] = count * int(flavor.get("vcpus") or 0)
-            wanted["ram"] = count * int(flavor.get("ram") or 0)
-    regions = await gateway.router.regions()
-    replies = await asyncio.gather(*(gateway._forward(call, r, "GET", call.rel_for("os-quota-sets", project, "detail"),
-                                                      body=b"", query="", timeout=gateway.settings.list_timeout)
-                                     for r in regions), return_exceptions=True)
-    used = _usage_across_regions(regions, replies, watched, gateway.settings.quota_unreachable_region,
-                                 ("compute", project))
-    for key, limit in watched.items():
-        if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
-            raise Fault(403, f"Quota exceeded for {key}: Requested {wanted[key]}, but already used {used[key]} "
-                        f"of {limit} {key}")
-
-
-_LIMIT_USAGE = ("totalInstancesUsed", "totalCoresUsed", "totalRAMUsed", "totalServerGroupsUsed",
-                "totalFloatingIpsUsed", "totalSecurityGroupsUsed",  # Nova
-                "totalVolumesUsed", "totalGigabytesUsed", "totalSnapshotsUsed", "totalBackupsUsed",
-                "totalBackupGigabytesUsed")  # Cinder
-
-
-async def aggregated_usage(gateway, call, kind: str):
-    """The master's limits with usage summed over every region."""
-    from aiohttp import web
-
-    from isthmus.gateway.faults import Fault
-
-    master = await gateway.router.master_region()
-    regions = await gateway.router.regions()
-    replies = await asyncio.gather(*(gateway._forward(call, r, "GET", call.rel, body=b"",
-                                                      timeout=gateway.settings.list_timeout) for r in regions),
-                                   return_exceptions=True)
-    by_region = dict(zip(regions, replies))
-    base = by_region.get(master)
-    if isinstance(base, BaseException) or base is None:
-        raise Fault(503, "The master region is unavailable.")
-    if base.status != 200:
-        return gateway._render(call, base, master)
-    doc = base.json()
-    for region, reply in by_region.items():
-        if region == master:
-            continue
-        if isinstance(reply, BaseException) or reply.status != 200:
-            LOG.warning("%s: usage of %s missing from %s", call.request_id, region, kind)
-            continue
-        other = reply.json()
-        if kind == "quota_set":
-            for key, entry in (other.get("quota_set") or {}).items():
-                mine = doc["quota_set"].get(key)
-                if isinstance(entry, dict) and isinstance(mine, dict):
-                    for field in ("in_use", "reserved"):
-                        mine[field] = int(mine.get(field) or 0) + int(entry.get(field) or 0)
-        else:
-            absolute = doc["limits"]["absolute"]
-            for key in _LIMIT_USAGE:
-                if key in absolute:
-                    absolute[key] = int(absolute[key] or 0) + int(other["limits"]["absolute"].get(key) or 0)
-    return web.Response(status=200, body=json.dumps(doc).encode(), content_type="application/json")
-
-
-async def enforce_volume_quota(gateway, call, volume: dict) -> None:
-    """Volumes and gigabytes summed over every region against the master's limits (413,
-    Cinder's over-limit status)."""
-    from isthmus.gateway.faults import Fault
-
-    project = call.identity.project_id
-    cached = _LIMITS.get(("volume", project))
-    if cached and time.monotonic() - cached[0] < LIMITS_TTL:
-        limits = cached[1]
-    else:
-        master = await gateway.router.master_region()
-        quota = await gateway._forward(call, master, "GET", call.rel_for("os-quota-sets", project), body=b"",
-                                       query="")
-        if quota.status != 200:
-            return
-        limits = (quota.json() or {}).get("quota_set") or {}
-        _LIMITS[("volume", project)] = (time.monotonic(), limits)
-    watched = {k: limits.get(k, -1) for k in ("volumes", "gigabytes")}
-    if all(v is None or v < 0 for v in watched.values()):
-        return
-    try:
-        wanted = {"volumes": 1, "gigabytes": int(volume.get("size") or 0)}
-    except (TypeError, ValueError):
-        return  # Cinder rejects the size itself
-    regions = await gateway.router.regions()
-    replies = await asyncio.gather(*(gateway._forward(call, r, "GET", call.rel_for("os-quota-sets", project),
-                                                      body=b"", query="usage=True",
-                                                      timeout=gateway.settings.list_timeout)
-                                     for r in regions), return_exceptions=True)
-    used = _usage_across_regions(regions, replies, watched, gateway.settings.quota_unreachable_region,
-                                 ("volume", project))
-    for key, limit in watched.items():
-        if limit is not None and limit >= 0 and used[key] + wanted[key] > limit:
-            raise Fault(413, f"VolumeLimitExceeded: Maximum number of {key} allowed ({limit}) exceeded "
-                        f"across regions (in use {used[key]}, requested {wanted[key]}).")
-
-
-# (service, project, region) -> that region's usage when it last answered.
-_REGION_USAGE: dict[tuple[str, str, str], dict[str, int]] = {}
-
-
-def _usage_across_regions(regions, replies, watched, policy: str, scope: tuple[str, str]) -> dict[str, int]:
-    """In-use plus reserved of each watched quota, summed over every region's
-    quota detail. A region that did not answer counts as it last did (policy
-    ``last_known``: the healthy regions keep creating, and each region's own
-    limits, propagated from the master, still hold), or refuses (``refuse``)."""
-    from isthmus.gateway.faults import Fault  # imported late, as the callers do
-
-    used = dict.fromkeys(watched, 0)
-    for region, reply in zip(regions, replies):
-        key = (*scope, region)
-        if isinstance(reply, BaseException) or reply.status != 200:
-            if policy == "refuse":
-                raise Fault(503, f"Quota usage cannot be counted: region {region} is unavailable.")
-            counted = {k: _REGION_USAGE.get(key, {}).get(k, 0) for k in watched}
-            LOG.warning("quota of %s: %s did not answer; counting its last known usage %s", scope[1], region, counted)
-        else:
-            detail = (reply.json() or {}).get("quota_set") or {}
-            counted = {k: int((detail.get(k) or {}).get("in_use") or 0) + int((detail.get(k) or {}).get("reserved") or 0)
-                       for k in watched}
-            _REGION_USAGE[key] = counted
-        for k in used:
-            used[k] += counted[k]
-    return used

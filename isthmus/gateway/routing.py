@@ -52,6 +52,10 @@ class Router:
             self._pods_at = time.monotonic()
         return self._pods
 
+    def az_of_regions(self) -> dict[str, str]:
+        """Region name -> its top-level AZ, as last loaded (no I/O)."""
+        return {p.region_name: p.az_name for p in self._pods}
+
     async def regions(self) -> list[str]:
         return [p.region_name for p in await self.pods()]
 

@@ -17,6 +17,7 @@ def build(conf):
     from isthmus.gateway.app import Gateway, Settings
     from isthmus.gateway.auth import KeystoneValidator
     from isthmus.gateway.catalog import Catalog, keystone_loader
+    from isthmus.gateway.idempotency import CreateLedger
     from isthmus.gateway.proxy import Upstream
     from isthmus.gateway.routing import Router
     from isthmus.db.migration import require_current
@@ -33,8 +34,10 @@ def build(conf):
                         strict_lists=g.strict_lists, max_limit=g.max_limit, lookup_unrouted=g.lookup_unrouted,
                         catalog_ttl=g.catalog_ttl, max_request_body=g.max_request_body,
                         quota_unreachable_region=g.quota_unreachable_region)
+    ledger = CreateLedger(engine, stale_after=g.request_timeout + 30)
     gateway = Gateway(settings, router, catalog,
-                      Upstream(g.connection_limit, g.per_region_limit, g.breaker_cooldown), KeystoneValidator(conf))
+                      Upstream(g.connection_limit, g.per_region_limit, g.breaker_cooldown), KeystoneValidator(conf),
+                      ledger)
     from isthmus.gateway import globals as global_objects
     global_objects.install(gateway, conf, engine, session)
     return gateway

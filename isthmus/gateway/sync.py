@@ -16,10 +16,15 @@ import threading
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
-from isthmus.gateway.globals import FLAVOR_SYNC, KEYPAIR_SYNC, QUOTA_SYNC, VOLUME_TYPE_SYNC
 from isthmus.jobs import HandlerRegistry, JobContext, PermanentFailure, RetryLater
 
 LOG = logging.getLogger(__name__)
+
+# Job types: the gateway (globals.py) enqueues them, these handlers run them.
+FLAVOR_SYNC = "gateway_flavor_sync"
+KEYPAIR_SYNC = "gateway_keypair_sync"
+QUOTA_SYNC = "gateway_quota_sync"
+VOLUME_TYPE_SYNC = "gateway_volume_type_sync"
 AUTH_GROUP = "isthmus_service"
 VOLUME_TYPES = ("block-storage", "volumev3", "volume")
 FLAVOR_FIELDS = ("name", "ram", "vcpus", "disk", "OS-FLV-EXT-DATA:ephemeral", "swap", "rxtx_factor",

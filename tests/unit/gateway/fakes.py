@@ -6,16 +6,20 @@ import asyncio
 
 import itertools
 import json
+import re
 import uuid
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from isthmus.db import make_engine
+from isthmus.gateway import schema as gateway_schema
 from isthmus.gateway.app import Gateway, Settings
 from isthmus.gateway.auth import Identity, Unauthorized
 from isthmus.gateway.catalog import Catalog
+from isthmus.gateway.idempotency import CreateLedger
 from isthmus.gateway.proxy import Upstream
 from isthmus.gateway.routing import Router
 from isthmus.registry import Registry, create_schema
@@ -35,11 +39,13 @@ class FakeNova:
     requests: list = field(default_factory=list)
     base: str = ""
     hang: float = 0.0  # seconds every request sleeps before answering (a hung region)
+    reply_delay: float = 0.0  # seconds a create waits *after* creating, before answering
+    fail_creates: list = field(default_factory=list)  # statuses the next creates answer with, creating nothing
 
-    def add(self, name: str, project: str = PROJECT) -> dict:
+    def add(self, name: str, project: str = PROJECT, created: str | None = None) -> dict:
         sid = str(uuid.uuid4())
         self.servers[sid] = {"id": sid, "name": name, "tenant_id": project, "status": "ACTIVE",
-                             "created": f"2024-01-01T00:{next(_clock) // 60:02d}:{next(_clock) % 60:02d}Z",
+                             "created": created or f"2024-01-01T00:{next(_clock) // 60:02d}:{next(_clock) % 60:02d}Z",
                              "OS-EXT-AZ:availability_zone": "nova",
                              "links": [{"rel": "self", "href": f"{self.base}/v2.1/servers/{sid}"},
                                        {"rel": "bookmark", "href": f"{self.base}/servers/{sid}"}]}
@@ -64,8 +70,8 @@ class FakeNova:
             parts = parts[1:]
         if parts == ["servers", "detail"]:
             items = sorted(self.servers.values(), key=lambda s: (s["created"], s["id"]), reverse=True)
-            if "name" in request.query:
-                items = [s for s in items if s["name"] == request.query["name"]]
+            if "name" in request.query:  # a regular expression, as in Nova
+                items = [s for s in items if re.search(request.query["name"], s["name"])]
             marker = request.query.get("marker")
             if marker:
                 ids = [s["id"] for s in items]
@@ -79,8 +85,14 @@ class FakeNova:
                 out["servers_links"] = [{"rel": "next", "href": f"{self.base}/v2.1/servers/detail?marker=x"}]
             return web.json_response(out)
         if parts == ["servers"] and request.method == "POST":
+            if self.fail_creates:
+                status = self.fail_creates.pop(0)
+                return web.json_response({"badRequest": {"code": status, "message": "refused"}}, status=status)
             doc = json.loads(body)
-            server = self.add(doc["server"]["name"])
+            now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            server = self.add(doc["server"]["name"], created=now)
+            if self.reply_delay:
+                await asyncio.sleep(self.reply_delay)
             return web.json_response({"server": {"id": server["id"], "links": server["links"]}}, status=202)
         if len(parts) >= 2 and parts[0] == "servers":
             server = self.servers.get(parts[1])
@@ -113,15 +125,19 @@ class FakeValidator:
         raise Unauthorized(401, b'{"error": {"code": 401}}', [("WWW-Authenticate", "Keystone uri=x")])
 
 
-async def start(tmp_path, regions: list[FakeNova], **settings) -> tuple[TestClient, Gateway, list[TestServer]]:
+async def start(tmp_path, regions: list[FakeNova], serve_regions: bool = True,
+                **settings) -> tuple[TestClient, Gateway, list[TestServer]]:
+    """A gateway on ``tmp_path``'s database; another call with ``serve_regions=False``
+    starts a second gateway process's worth of state on the same database."""
     servers = []
-    for nova in regions:
+    for nova in regions if serve_regions else []:
         server = TestServer(nova.app())
         await server.start_server()
         nova.base = str(server.make_url("")).rstrip("/")
         servers.append(server)
     engine = make_engine(f"sqlite:///{tmp_path / 'isthmus.sqlite'}")
     create_schema(engine)
+    gateway_schema.create_schema(engine)
     registry = Registry(engine)
     registry.ensure_pod("CentralRegion")
     for nova in regions:
@@ -133,7 +149,8 @@ async def start(tmp_path, regions: list[FakeNova], **settings) -> tuple[TestClie
 
     catalog = Catalog(load, "public", {"CentralRegion"}, ttl=300)
     gateway = Gateway(Settings(list_timeout=1.0, request_timeout=2.0, **settings),
-                      Router(registry, "CentralRegion"), catalog, Upstream(), FakeValidator())
+                      Router(registry, "CentralRegion"), catalog, Upstream(), FakeValidator(),
+                      CreateLedger(engine, stale_after=5.0))
     by_region = {n.region: n for n in regions}
 
     async def confirm_absent(api, region, path):  # what service credentials see: every project's servers

@@ -243,8 +243,8 @@ async def test_a_hung_region_costs_one_timeout_then_nothing(env):
 
 
 def test_quota_counts_an_unreachable_region_as_last_seen_or_refuses():
-    from isthmus.gateway import globals as g
     from isthmus.gateway.faults import Fault
+    from isthmus.gateway.quotas import usage_across_regions
 
     class Reply:
         status = 200
@@ -258,11 +258,12 @@ def test_quota_counts_an_unreachable_region_as_last_seen_or_refuses():
     watched = {"instances": 10}
     scope = ("compute", "p-quota-test")
     regions = ["RegionOne", "RegionTwo"]
-    assert g._usage_across_regions(regions, [Reply(2), Reply(3)], watched, "last_known", scope) == {"instances": 5}
+    seen: dict = {}
+    assert usage_across_regions(regions, [Reply(2), Reply(3)], watched, "last_known", scope, seen) == {"instances": 5}
     down = [Reply(2), TimeoutError("hung")]
-    assert g._usage_across_regions(regions, down, watched, "last_known", scope) == {"instances": 5}
+    assert usage_across_regions(regions, down, watched, "last_known", scope, seen) == {"instances": 5}
     with pytest.raises(Fault) as err:
-        g._usage_across_regions(regions, down, watched, "refuse", scope)
+        usage_across_regions(regions, down, watched, "refuse", scope, seen)
     assert err.value.status == 503 and "RegionTwo" in err.value.message
 
 
@@ -271,7 +272,7 @@ async def test_version_probes_are_single_flight(env):
     import asyncio
 
     client, gateway, one, two, _ = env
-    gateway._ranges.clear()
+    gateway.versions._ranges.clear()
     await asyncio.gather(*(client.get("/compute/v2.1/servers", headers=USER) for _ in range(10)))
     probes = [r for r in one.requests if r[1] == "/"]  # GET of the service root
     assert len(probes) == 1

@@ -1,0 +1,99 @@
+"""Sending a call to one region and turning the region's reply into the gateway's.
+
+Every handler reaches regions through this one place, so header hygiene, the
+negotiated microversion, the client's request id, timeouts and the rewriting of
+regional URLs and AZs hold for all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from aiohttp import web
+
+from isthmus.gateway import links, microversion, proxy
+from isthmus.gateway.apis import Routed
+from isthmus.gateway.call import Call, Settings, members
+from isthmus.gateway.catalog import Catalog
+from isthmus.gateway.faults import Fault
+from isthmus.gateway.proxy import RegionUnavailable, Reply, Upstream
+from isthmus.gateway.routing import Router
+
+LOG = logging.getLogger(__name__)
+
+
+class Forwarder:
+    def __init__(self, settings: Settings, catalog: Catalog, upstream: Upstream, router: Router) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.upstream = upstream
+        self.router = router
+        self._rewriters: dict[tuple, links.Rewriter] = {}
+
+    async def forward(self, call: Call, region: str, method: str, rel: str, *, body: bytes | None = None,
+                      query: str | None = None, timeout: float | None = None,
+                      unavailable: tuple[Routed, str] | None = None) -> Reply:
+        """``method`` on ``rel`` (relative to the region's version endpoint) with the
+        caller's token; an unreachable region is a 503 naming it (and the object)."""
+        endpoint = await self.catalog.endpoint(call.api.name, region)
+        if endpoint is None:
+            raise Fault(503, f"Region {region} offers no {call.api.name} service.")
+        url = f"{endpoint.url}/{rel}" if rel else endpoint.url + "/"
+        qs = call.request.query_string if query is None else query
+        if qs:
+            url += "?" + qs
+        headers = proxy.request_headers(call.request.headers)
+        headers.update(microversion.forward_headers(call.api.mv, call.version))
+        headers["X-OpenStack-Request-ID"] = call.global_request_id
+        data = call.body if body is None else body
+        try:
+            return await self.upstream.request(region, method, url, headers, data,
+                                               timeout or self.settings.request_timeout)
+        except RegionUnavailable as err:
+            self.catalog.invalidate()
+            LOG.warning("%s: %s", call.request_id, err)
+            if unavailable is not None:
+                spec, rid = unavailable
+                raise Fault(503, f"{spec.label} {rid} is in region {region}, which is unavailable.") from None
+            raise Fault(503, f"Region {region} is unavailable.") from None
+
+    def rewriter(self, call: Call) -> links.Rewriter:
+        roots = tuple(sorted(ep.root for ep in self.catalog.endpoints_known(call.api.name)))
+        key = (call.api.name, call.base, roots)
+        rewriter = self._rewriters.get(key)
+        if rewriter is None:
+            rewriter = self._rewriters[key] = links.Rewriter(roots, call.base + call.api.prefix)
+        return rewriter
+
+    def render(self, call: Call, reply: Reply, region: str | None, spec: Routed | None = None) -> web.Response:
+        """The region's reply as the gateway's: links and ``Location`` point at the
+        gateway, faults name no regional host, routed objects show top-level AZs."""
+        rewriter = self.rewriter(call)
+        headers = proxy.response_headers(reply.headers)
+        if "Location" in headers:
+            headers["Location"] = rewriter.text(headers["Location"])
+        body = rewriter.body(reply.body)
+        if reply.status >= 400:
+            body = links.hide_hosts(body.decode("utf-8", "replace"), self.catalog.all_hosts()).encode()
+        elif spec is not None and spec.az_field and region and reply.is_json and body:
+            body = self._top_az_body(body, spec, region)
+        return web.Response(status=reply.status, body=body, headers=headers)
+
+    def _top_az_body(self, body: bytes, spec: Routed, region: str) -> bytes:
+        az = self.az_of.get(region)
+        if not az:
+            return body
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return body
+        for item in members(doc, spec):
+            if spec.az_field in item:
+                item[spec.az_field] = az
+        return json.dumps(doc).encode()
+
+    @property
+    def az_of(self) -> dict[str, str]:
+        """Region name -> its top-level availability zone."""
+        return self.router.az_of_regions()

@@ -1,0 +1,285 @@
+"""Quotas across regions: the master region's limits, usage summed over every
+region, and reservations so that concurrent creates (in any gateway process)
+cannot together exceed a limit.
+
+Check and reserve happen in one transaction under a per-project lock row. A
+reservation counts for every check until the region's own usage shows the
+object: a check counts reservations still in flight and those settled after the
+moment it started reading the regions' usage (a reading taken earlier may not
+include them). Clocks of gateway hosts are assumed synchronised (NTP), as
+OpenStack assumes everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import sqlalchemy as sa
+from aiohttp import web
+from sqlalchemy.engine import Engine
+
+from isthmus.db import retry_transient, write_tx
+from isthmus.gateway import schema
+from isthmus.gateway.apis import Routed
+from isthmus.gateway.call import Call, Settings
+from isthmus.gateway.faults import Fault
+from isthmus.gateway.forwarding import Forwarder
+from isthmus.gateway.pools import BoundedPool
+from isthmus.gateway.routing import Router
+
+LOG = logging.getLogger(__name__)
+
+# Limits change rarely and every change through the gateway drops the entry; a
+# short TTL bounds staleness for changes made at the master directly.
+LIMITS_TTL = 10.0
+# A settled reservation is irrelevant once no reading can predate it.
+SETTLED_KEEP = timedelta(seconds=120)
+COMPUTE_WATCHED = ("instances", "cores", "ram")
+VOLUME_WATCHED = ("volumes", "gigabytes")
+_LIMIT_USAGE = ("totalInstancesUsed", "totalCoresUsed", "totalRAMUsed", "totalServerGroupsUsed",
+                "totalFloatingIpsUsed", "totalSecurityGroupsUsed",  # Nova
+                "totalVolumesUsed", "totalGigabytesUsed", "totalSnapshotsUsed", "totalBackupsUsed",
+                "totalBackupGigabytesUsed")  # Cinder
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+@dataclass
+class Exceeded(Exception):
+    resource: str
+    limit: int
+    used: int
+    wanted: int
+
+
+class Reservations:
+    """The reservation rows (any dialect; SQLite's write lock or a row lock serialises a project)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def reserve(self, service: str, project_id: str, limits: dict[str, int], used: dict[str, int],
+                wanted: dict[str, int], read_at: datetime, ttl: float) -> str:
+        """Insert a reservation of ``wanted`` if it fits, else raise Exceeded."""
+        reservation_id = str(uuid.uuid4())
+
+        def attempt() -> str:
+            now = _now()
+            with write_tx(self.engine) as conn:
+                self._lock(conn, service, project_id)
+                r = schema.quota_reservations
+                conn.execute(r.delete().where(r.c.expires_at < now))
+                rows = conn.execute(sa.select(r.c.deltas).where(
+                    r.c.service == service, r.c.project_id == project_id,
+                    sa.or_(r.c.settled_at.is_(None), r.c.settled_at >= read_at))).scalars()
+                reserved = dict.fromkeys(wanted, 0)
+                for deltas in rows:
+                    for k, v in json.loads(deltas).items():
+                        if k in reserved:
+                            reserved[k] += int(v)
+                for k, limit in limits.items():
+                    if limit is not None and limit >= 0 and used.get(k, 0) + reserved[k] + wanted[k] > limit:
+                        raise Exceeded(k, limit, used.get(k, 0) + reserved[k], wanted[k])
+                conn.execute(r.insert().values(id=reservation_id, service=service, project_id=project_id,
+                                               deltas=json.dumps(wanted), created_at=now, settled_at=None,
+                                               expires_at=now + timedelta(seconds=ttl)))
+            return reservation_id
+
+        return retry_transient(attempt)
+
+    def _lock(self, conn: sa.Connection, service: str, project_id: str) -> None:
+        if conn.dialect.name == "sqlite":
+            return  # BEGIN IMMEDIATE already holds the database's write lock
+        locks = schema.quota_locks
+        where = (locks.c.service == service, locks.c.project_id == project_id)
+        if conn.execute(sa.select(locks.c.service).where(*where).with_for_update()).first() is None:
+            try:
+                with conn.begin_nested():
+                    conn.execute(locks.insert().values(service=service, project_id=project_id))
+            except sa.exc.IntegrityError:
+                pass  # another process made it first
+            conn.execute(sa.select(locks.c.service).where(*where).with_for_update())
+
+    def settle(self, reservation_id: str, created: bool) -> None:
+        """The region answered: nothing created (drop it), or created (count it
+        until every later reading includes it)."""
+        r = schema.quota_reservations
+
+        def attempt() -> None:
+            now = _now()
+            with write_tx(self.engine) as conn:
+                if created:
+                    conn.execute(r.update().where(r.c.id == reservation_id)
+                                 .values(settled_at=now, expires_at=now + SETTLED_KEEP))
+                else:
+                    conn.execute(r.delete().where(r.c.id == reservation_id))
+
+        retry_transient(attempt)
+
+
+@dataclass
+class Ticket:
+    """A reservation held by one create."""
+
+    guard: "QuotaGuard"
+    reservation_id: str
+
+    async def settle(self, created: bool) -> None:
+        await self.guard.background.run(self.guard.reservations.settle, self.reservation_id, created)
+
+
+def usage_across_regions(regions, replies, watched, policy: str, scope: tuple[str, str],
+                         last_known: dict[tuple[str, str, str], dict[str, int]]) -> dict[str, int]:
+    """In-use plus reserved of each watched quota, summed over every region's
+    quota detail. A region that did not answer counts as it last did (policy
+    ``last_known``: the healthy regions keep creating, and each region's own
+    limits, propagated from the master, still hold), or refuses (``refuse``)."""
+    used = dict.fromkeys(watched, 0)
+    for region, reply in zip(regions, replies):
+        key = (*scope, region)
+        if isinstance(reply, BaseException) or reply.status != 200:
+            if policy == "refuse":
+                raise Fault(503, f"Quota usage cannot be counted: region {region} is unavailable.")
+            counted = {k: last_known.get(key, {}).get(k, 0) for k in watched}
+            LOG.warning("quota of %s: %s did not answer; counting its last known usage %s", scope[1], region, counted)
+        else:
+            detail = (reply.json() or {}).get("quota_set") or {}
+            counted = {k: int((detail.get(k) or {}).get("in_use") or 0) + int((detail.get(k) or {}).get("reserved") or 0)
+                       for k in watched}
+            last_known[key] = counted
+        for k in used:
+            used[k] += counted[k]
+    return used
+
+
+class QuotaGuard:
+    """Admits server and volume creates against the master's limits."""
+
+    def __init__(self, settings: Settings, router: Router, fwd: Forwarder, background: BoundedPool,
+                 reservations: Reservations) -> None:
+        self.settings = settings
+        self.router = router
+        self.fwd = fwd
+        self.background = background
+        self.reservations = reservations
+        self._limits: dict[tuple[str, str], tuple[float, dict]] = {}
+        self._last_known: dict[tuple[str, str, str], dict[str, int]] = {}
+
+    def limits_changed(self, service: str, project_id: str) -> None:
+        self._limits.pop((service, project_id), None)
+
+    async def admit(self, call: Call, spec: Routed, region: str, obj: dict) -> Ticket | None:
+        """A before-create check: 403 (Nova) / 413 (Cinder) over the limit, else a ticket."""
+        if spec.kind == "server":
+            return await self._admit(call, "compute", COMPUTE_WATCHED, await self._server_wants(call, obj))
+        if spec.kind == "volume":
+            try:
+                wanted = {"volumes": 1, "gigabytes": int(obj.get("size") or 0)}
+            except (TypeError, ValueError):
+                return None  # Cinder rejects the size itself
+            return await self._admit(call, "volume", VOLUME_WATCHED, wanted)
+        return None
+
+    async def _server_wants(self, call: Call, server: dict) -> dict[str, int]:
+        try:
+            count = max(int(server.get("min_count") or 1), 1)
+        except (TypeError, ValueError):
+            count = 1  # Nova answers the malformed count itself
+        wanted = {"instances": count, "cores": 0, "ram": 0}
+        flavor_ref = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
+        if flavor_ref:
+            master = await self.router.master_region()
+            reply = await self.fwd.forward(call, master, "GET", call.rel_for("flavors", flavor_ref), body=b"",
+                                           query="")
+            if reply.status == 200:
+                flavor = (reply.json() or {}).get("flavor") or {}
+                wanted["cores"] = count * int(flavor.get("vcpus") or 0)
+                wanted["ram"] = count * int(flavor.get("ram") or 0)
+        return wanted
+
+    async def _limits_of(self, call: Call, service: str) -> dict | None:
+        project = call.identity.project_id
+        cached = self._limits.get((service, project))
+        if cached and time.monotonic() - cached[0] < LIMITS_TTL:
+            return cached[1]
+        master = await self.router.master_region()
+        quota = await self.fwd.forward(call, master, "GET", call.rel_for("os-quota-sets", project), body=b"",
+                                       query="")
+        if quota.status != 200:
+            return None
+        limits = (quota.json() or {}).get("quota_set") or {}
+        self._limits[(service, project)] = (time.monotonic(), limits)
+        return limits
+
+    async def _admit(self, call: Call, service: str, watched_keys: tuple[str, ...],
+                     wanted: dict[str, int]) -> Ticket | None:
+        limits = await self._limits_of(call, service)
+        if limits is None:
+            return None
+        watched = {k: limits.get(k, -1) for k in watched_keys}
+        if all(v is None or v < 0 for v in watched.values()):
+            return None
+        project = call.identity.project_id
+        read_at = _now()
+        regions = await self.router.regions()
+        detail, query = ((call.rel_for("os-quota-sets", project, "detail"), "") if service == "compute"
+                         else (call.rel_for("os-quota-sets", project), "usage=True"))
+        replies = await asyncio.gather(*(self.fwd.forward(call, r, "GET", detail, body=b"", query=query,
+                                                          timeout=self.settings.list_timeout)
+                                         for r in regions), return_exceptions=True)
+        used = usage_across_regions(regions, replies, watched, self.settings.quota_unreachable_region,
+                                    (service, project), self._last_known)
+        ttl = self.settings.request_timeout + 60
+        try:
+            reservation = await self.background.run(self.reservations.reserve, service, project, watched, used,
+                                                    {k: wanted.get(k, 0) for k in watched}, read_at, ttl)
+        except Exceeded as over:
+            if service == "compute":
+                raise Fault(403, f"Quota exceeded for {over.resource}: Requested {over.wanted}, but already used "
+                                 f"{over.used} of {over.limit} {over.resource}") from None
+            raise Fault(413, f"VolumeLimitExceeded: Maximum number of {over.resource} allowed ({over.limit}) "
+                             f"exceeded across regions (in use {over.used}, requested {over.wanted}).") from None
+        return Ticket(self, reservation)
+
+    async def usage_summed(self, call: Call, kind: str) -> web.Response:
+        """``/limits`` or ``/os-quota-sets/{p}/detail``: the master's limits with
+        usage summed over every region."""
+        master = await self.router.master_region()
+        regions = await self.router.regions()
+        replies = await asyncio.gather(*(self.fwd.forward(call, r, "GET", call.rel, body=b"",
+                                                          timeout=self.settings.list_timeout) for r in regions),
+                                       return_exceptions=True)
+        by_region = dict(zip(regions, replies))
+        base = by_region.get(master)
+        if isinstance(base, BaseException) or base is None:
+            raise Fault(503, "The master region is unavailable.")
+        if base.status != 200:
+            return self.fwd.render(call, base, master)
+        doc = base.json()
+        for region, reply in by_region.items():
+            if region == master:
+                continue
+            if isinstance(reply, BaseException) or reply.status != 200:
+                LOG.warning("%s: usage of %s missing from %s", call.request_id, region, kind)
+                continue
+            other = reply.json()
+            if kind == "quota_set":
+                for key, entry in (other.get("quota_set") or {}).items():
+                    mine = doc["quota_set"].get(key)
+                    if isinstance(entry, dict) and isinstance(mine, dict):
+                        for field in ("in_use", "reserved"):
+                            mine[field] = int(mine.get(field) or 0) + int(entry.get(field) or 0)
+            else:
+                absolute = doc["limits"]["absolute"]
+                for key in _LIMIT_USAGE:
+                    if key in absolute:
+                        absolute[key] = int(absolute[key] or 0) + int(other["limits"]["absolute"].get(key) or 0)
+        return web.Response(status=200, body=json.dumps(doc).encode(), content_type="application/json")

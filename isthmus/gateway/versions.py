@@ -1,0 +1,90 @@
+"""Version documents and the microversion range the gateway offers: the
+intersection of every region's range, probed from each region's version
+document and cached like the catalog."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from aiohttp import web
+
+from isthmus.gateway import microversion
+from isthmus.gateway.apis import COMPUTE, Api
+from isthmus.gateway.call import Settings, json_response
+from isthmus.gateway.catalog import Catalog, version_range
+from isthmus.gateway.faults import Fault
+from isthmus.gateway.proxy import RegionUnavailable, Upstream
+
+LOG = logging.getLogger(__name__)
+
+VERSION_UPDATED = {"compute": "2013-07-23T11:33:21Z", "volume": "2016-02-08T12:20:21Z"}
+MEDIA_TYPES = {
+    "compute": [{"base": "application/json", "type": "application/vnd.openstack.compute+json;version=2.1"}],
+    "volume": [{"base": "application/json", "type": "application/vnd.openstack.volume+json;version=3"}],
+}
+
+
+class Versions:
+    def __init__(self, settings: Settings, catalog: Catalog, upstream: Upstream) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.upstream = upstream
+        self._ranges: dict[str, tuple[float, dict[str, microversion.Range]]] = {}
+        self._probing: dict[str, asyncio.Lock] = {}
+
+    async def supported(self, api: Api) -> microversion.Range:
+        """The intersection of every region's range (cached like the catalog)."""
+        at, ranges = self._ranges.get(api.name, (float("-inf"), {}))
+        if time.monotonic() - at > self.settings.catalog_ttl or not ranges:
+            ranges = await self._probe_ranges(api)
+        default = microversion.Range(api.mv.default, api.mv.default)
+        return microversion.intersect(ranges.values()) or default
+
+    async def _probe_ranges(self, api: Api) -> dict[str, microversion.Range]:
+        """One probe of every region at a time per API (single flight): requests
+        arriving meanwhile wait for its result instead of probing again."""
+        lock = self._probing.setdefault(api.name, asyncio.Lock())
+        async with lock:
+            at, ranges = self._ranges.get(api.name, (float("-inf"), {}))
+            if time.monotonic() - at <= self.settings.catalog_ttl and ranges:
+                return ranges
+            ranges = dict(ranges)
+            endpoints = await self.catalog.endpoints(api.name)
+
+            async def probe(region: str, root: str) -> None:
+                try:
+                    reply = await self.upstream.request(region, "GET", root + "/", {"Accept": "application/json"},
+                                                        None, self.settings.list_timeout)
+                    found = version_range(json.loads(reply.body or b"{}"), api.name)
+                    if found:
+                        ranges[region] = found
+                except (RegionUnavailable, ValueError) as err:
+                    LOG.warning("microversions of %s in %s: %s (keeping last known)", api.name, region, err)
+
+            await asyncio.gather(*(probe(r, ep.root) for r, ep in endpoints.items()))
+            self._ranges[api.name] = (time.monotonic() if ranges else float("-inf"), ranges)
+            return ranges
+
+    def _entry(self, api: Api, supported: microversion.Range, base: str) -> dict:
+        return {
+            "id": "v2.1" if api is COMPUTE else "v3.0", "status": "CURRENT",
+            "version": microversion.fmt(supported.max), "min_version": microversion.fmt(supported.min),
+            "updated": VERSION_UPDATED[api.name],
+            "links": [{"rel": "self", "href": f"{base}{api.prefix}/{api.version_segment}/"}],
+            "media-types": MEDIA_TYPES[api.name],
+        }
+
+    async def root(self, request: web.Request, api: Api, base: str) -> web.Response:
+        """``GET /``: unauthenticated, as in Nova and Cinder."""
+        if request.method not in ("GET", "HEAD"):
+            raise Fault(api.root_bad_method, "Not found." if api.root_bad_method == 404 else "Method not allowed.")
+        return json_response({"versions": [self._entry(api, await self.supported(api), base)]})
+
+    async def document(self, request: web.Request, api: Api, base: str) -> web.Response:
+        """``GET /v2.1/`` (``/v3/``): the one version's document."""
+        if request.method not in ("GET", "HEAD"):
+            raise Fault(api.root_bad_method, "Method not allowed.")
+        return json_response({"version": self._entry(api, await self.supported(api), base)})

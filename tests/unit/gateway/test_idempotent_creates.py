@@ -1,0 +1,83 @@
+"""Idempotent creates across gateway processes, timeouts and error replies (issue 9 §7)."""
+
+import asyncio
+import uuid
+
+import pytest
+
+from tests.unit.gateway.fakes import FakeNova, start, stop
+
+USER = {"X-Auth-Token": "user"}
+
+
+def retry_headers() -> dict:
+    return {**USER, "X-OpenStack-Request-ID": f"req-{uuid.uuid4()}"}
+
+
+@pytest.mark.asyncio
+async def test_identical_creates_through_two_gateway_processes_make_one_server(tmp_path):
+    one = FakeNova("RegionOne", "az1", reply_delay=0.5)
+    client_a, gateway_a, servers = await start(tmp_path, [one])
+    client_b, gateway_b, _ = await start(tmp_path, [one], serve_regions=False)
+    headers = retry_headers()
+    body = {"server": {"name": "twice"}}
+    try:
+        replies = await asyncio.gather(client_a.post("/compute/v2.1/servers", headers=headers, json=body),
+                                       client_b.post("/compute/v2.1/servers", headers=headers, json=body))
+        assert [r.status for r in replies] == [202, 202]
+        ids = {(await r.json())["server"]["id"] for r in replies}
+        assert len(ids) == 1 and len(one.servers) == 1
+        # Later, another process still replays it (and the routing holds there too).
+        again = await client_b.post("/compute/v2.1/servers", headers=headers, json=body)
+        assert (await again.json())["server"]["id"] in ids and len(one.servers) == 1
+        assert (await client_b.get(f"/compute/v2.1/servers/{ids.pop()}", headers=USER)).status == 200
+    finally:
+        await stop(client_b, [])
+        await stop(client_a, servers)
+
+
+@pytest.mark.asyncio
+async def test_a_retry_after_a_create_that_timed_out_finds_the_server_instead_of_making_another(tmp_path):
+    one = FakeNova("RegionOne", "az1", reply_delay=3.0)  # longer than request_timeout (2 s)
+    client, gateway, servers = await start(tmp_path, [one])
+    headers = retry_headers()
+    body = {"server": {"name": "slow-answer"}}
+    try:
+        first = await client.post("/compute/v2.1/servers", headers=headers, json=body)
+        assert first.status == 503 and len(one.servers) == 1  # the region made it; the answer came too late
+        created = next(iter(one.servers))
+        one.reply_delay = 0.0
+        gateway.upstream.breaker("RegionOne").succeeded()  # the timeout opened it; not what is tested here
+        retry = await client.post("/compute/v2.1/servers", headers=headers, json=body)
+        assert retry.status == 202 and (await retry.json())["server"]["id"] == created
+        assert len(one.servers) == 1
+        assert (await client.get(f"/compute/v2.1/servers/{created}", headers=USER)).status == 200
+        # A different request id is a different create, even with the same body.
+        other = await client.post("/compute/v2.1/servers", headers=retry_headers(), json=body)
+        assert other.status == 202 and len(one.servers) == 2
+    finally:
+        await stop(client, servers)
+
+
+@pytest.mark.asyncio
+async def test_an_error_reply_is_not_replayed_to_a_retry(tmp_path):
+    one = FakeNova("RegionOne", "az1", fail_creates=[400])
+    client, gateway, servers = await start(tmp_path, [one])
+    headers = retry_headers()
+    body = {"server": {"name": "second-time-lucky"}}
+    try:
+        first = await client.post("/compute/v2.1/servers", headers=headers, json=body)
+        assert first.status == 400 and not one.servers
+        retry = await client.post("/compute/v2.1/servers", headers=headers, json=body)
+        assert retry.status == 202 and len(one.servers) == 1
+    finally:
+        await stop(client, servers)
+
+
+@pytest.mark.asyncio
+async def test_a_replayed_create_never_hands_out_the_admin_password_again(tmp_path):
+    from isthmus.gateway.idempotency import scrub
+
+    body = b'{"server": {"id": "x", "adminPass": "secret", "links": []}}'
+    assert b"secret" not in scrub(body, "server") and b'"id": "x"' in scrub(body, "server")
+    assert scrub(b"not json", "server") == b"not json"
