@@ -1,7 +1,14 @@
 """A circuit breaker per remote service: after a call could not reach it
 (refused, timed out), calls fail fast for ``cooldown`` seconds instead of each
 spending a timeout on it. A sick region then costs its jobs nothing and holds
-no worker slot; the first call after the cooldown is the trial.
+no worker slot.
+
+After the cooldown the breaker is half-open: exactly one caller is let through
+as the trial, the others keep failing fast until its verdict (success closes
+the breaker, failure opens it for another cooldown). Without this, every caller
+waiting on a still-sick region would go through at once and each hang on it
+again. A trial that never reports (its caller was cancelled) is given up after
+``trial_timeout``, so a lost verdict cannot keep the breaker open for ever.
 """
 
 from __future__ import annotations
@@ -12,24 +19,58 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 DEFAULT_COOLDOWN = 10.0
+DEFAULT_TRIAL_TIMEOUT = 150.0  # longer than any call's own timeout
 
 
 @dataclass
 class Breaker:
     cooldown: float = DEFAULT_COOLDOWN
     clock: Callable[[], float] = time.monotonic
+    trial_timeout: float = DEFAULT_TRIAL_TIMEOUT
     _open_until: float = field(default=float("-inf"), init=False)
+    _trial_since: float | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def open_for(self) -> float:
-        """Seconds left before calls are tried again (0: closed)."""
+    def admit(self) -> float:
+        """0 when this call may go (closed, or it is the half-open trial); else
+        the seconds to wait before asking again (the call should fail fast)."""
         with self._lock:
-            return max(0.0, self._open_until - self.clock())
+            now = self.clock()
+            if self._open_until == float("-inf"):
+                return 0.0
+            if now < self._open_until:
+                return self._open_until - now
+            if self._trial_since is not None and now - self._trial_since < self.trial_timeout:
+                return max(self.cooldown / 10, 0.001)  # a trial is under way: its verdict decides
+            self._trial_since = now
+            return 0.0
+
+    def open_for(self) -> float:
+        """Seconds left before calls are tried again (0: closed, or a trial may go)."""
+        with self._lock:
+            now = self.clock()
+            if now < self._open_until:
+                return self._open_until - now
+            if self._trial_since is not None and now - self._trial_since < self.trial_timeout:
+                return max(self.cooldown / 10, 0.001)
+            return 0.0
+
+    @property
+    def trial_in_flight(self) -> bool:
+        with self._lock:
+            return self._trial_since is not None
 
     def failed(self) -> None:
         with self._lock:
             self._open_until = self.clock() + self.cooldown
+            self._trial_since = None
 
     def succeeded(self) -> None:
         with self._lock:
             self._open_until = float("-inf")
+            self._trial_since = None
+
+    def abandoned(self) -> None:
+        """The call ended without a verdict (cancelled): let the next caller be the trial."""
+        with self._lock:
+            self._trial_since = None

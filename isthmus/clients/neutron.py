@@ -68,7 +68,7 @@ class NeutronClient:
 
     def _send(self, method: str, path: str, body: dict | None, params: dict | None, headers: dict | None = None):
         callguard.check()  # e.g. a job whose lease was lost stops here, before touching a region
-        wait = self.breaker.open_for()
+        wait = self.breaker.admit()
         if wait:
             raise Unavailable(f"{self.region} Neutron unreachable moments ago; not tried for another {wait:.0f}s")
         try:
@@ -77,6 +77,9 @@ class NeutronClient:
         except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
             self.breaker.failed()
             raise Unavailable(f"{self.region} Neutron unreachable: {err}") from err
+        except BaseException:
+            self.breaker.abandoned()
+            raise
         self.breaker.succeeded()
         return resp
 

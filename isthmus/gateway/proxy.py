@@ -84,8 +84,8 @@ class Upstream:
     ``per_region_limit`` requests in flight (a hung one cannot take the whole
     pool; one more waits ``queue_wait`` at most, then fails), and a region that
     timed out or refused is not asked again for ``breaker_cooldown`` seconds
-    (calls fail at once instead of each waiting a timeout; the first call after
-    the cooldown is the trial that closes it)."""
+    (calls fail at once instead of each waiting a timeout; after the cooldown one
+    call is the trial, and only its success lets the others through)."""
 
     def __init__(self, connection_limit: int = 200, per_region_limit: int = 50,
                  breaker_cooldown: float = 10.0, queue_wait: float = 1.0) -> None:
@@ -117,14 +117,18 @@ class Upstream:
                       body: bytes | None, timeout: float) -> Reply:
         assert self._session is not None, "Upstream.start() was not called"
         breaker = self.breaker(region)
-        wait = breaker.open_for()
+        wait = breaker.admit()
         if wait:
             raise RegionUnavailable(region, f"failed moments ago; not asked for another {wait:.0f}s")
         slots = self._slots.setdefault(region, asyncio.Semaphore(self._per_region))
         try:
             await asyncio.wait_for(slots.acquire(), self._queue_wait)
         except asyncio.TimeoutError:
+            breaker.abandoned()
             raise RegionUnavailable(region, f"{self._per_region} requests already in flight") from None
+        except BaseException:
+            breaker.abandoned()
+            raise
         try:
             async with self._session.request(method, url, headers=headers, data=body or None,
                                              allow_redirects=False,
@@ -136,6 +140,9 @@ class Upstream:
         except aiohttp.ClientError as err:
             breaker.failed()
             raise RegionUnavailable(region, type(err).__name__) from err
+        except BaseException:  # cancelled: no verdict on the region
+            breaker.abandoned()
+            raise
         finally:
             slots.release()
         breaker.succeeded()

@@ -114,3 +114,37 @@ def test_a_region_that_failed_is_not_tried_again_until_the_cooldown_passes():
     now[0] = 10.5
     assert neutron.get("ports", "p0") == {"id": "p0"}  # the trial call goes through and closes it
     assert neutron.get("ports", "p0") == {"id": "p0"} and len(http.calls) == 3
+
+
+def test_after_the_cooldown_only_one_trial_goes_to_a_sick_region_and_its_verdict_decides():
+    from isthmus.clients.breaker import Breaker
+
+    now = [0.0]
+    breaker = Breaker(cooldown=10, clock=lambda: now[0], trial_timeout=60)
+    assert breaker.admit() == 0  # closed
+    breaker.failed()
+    assert breaker.admit() > 0  # open
+    now[0] = 10.5
+    assert breaker.admit() == 0  # the trial
+    assert all(breaker.admit() > 0 for _ in range(5))  # everyone else waits for its verdict
+    breaker.failed()  # still sick: open again for a whole cooldown
+    now[0] = 15.0
+    assert breaker.admit() > 0
+    now[0] = 21.0
+    assert breaker.admit() == 0 and breaker.admit() > 0
+    breaker.succeeded()
+    assert breaker.admit() == 0 and breaker.admit() == 0  # closed: everyone goes
+
+
+def test_a_trial_that_never_reports_is_given_up():
+    from isthmus.clients.breaker import Breaker
+
+    now = [0.0]
+    breaker = Breaker(cooldown=10, clock=lambda: now[0], trial_timeout=60)
+    breaker.failed()
+    now[0] = 11.0
+    assert breaker.admit() == 0  # the trial's caller is then cancelled without a verdict...
+    breaker.abandoned()
+    assert breaker.admit() == 0  # ...so the next caller is the trial
+    now[0] = 80.0  # and a trial lost without even that is replaced after trial_timeout
+    assert breaker.admit() == 0

@@ -39,6 +39,7 @@ class FakeNova:
     requests: list = field(default_factory=list)
     base: str = ""
     hang: float = 0.0  # seconds every request sleeps before answering (a hung region)
+    arrived: int = 0  # requests that reached this region, answered or not
     reply_delay: float = 0.0  # seconds a create waits *after* creating, before answering
     fail_creates: list = field(default_factory=list)  # statuses the next creates answer with, creating nothing
 
@@ -57,6 +58,7 @@ class FakeNova:
         return app
 
     async def handle(self, request: web.Request) -> web.Response:
+        self.arrived += 1
         if self.hang:
             await asyncio.sleep(self.hang)
         body = await request.read()

@@ -1,5 +1,6 @@
 """The gateway against in-process fake regions: routing, lists, faults, scoping."""
 
+import asyncio
 import re
 import uuid
 
@@ -276,3 +277,22 @@ async def test_version_probes_are_single_flight(env):
     await asyncio.gather(*(client.get("/compute/v2.1/servers", headers=USER) for _ in range(10)))
     probes = [r for r in one.requests if r[1] == "/"]  # GET of the service root
     assert len(probes) == 1
+
+
+async def test_after_the_cooldown_one_trial_call_goes_to_a_hung_region_not_every_waiting_caller(env):
+    client, gateway, one, two, _ = env
+    gateway.upstream._cooldown = 0.5
+    s2 = two.add("b")
+    await gateway.router.record("server", s2["id"], "RegionTwo", PROJECT)
+    two.hang = 30.0
+    assert (await client.get(f"/compute/v2.1/servers/{s2['id']}", headers=USER)).status == 503
+    await asyncio.sleep(0.6)  # the cooldown is over
+    before = two.arrived
+    replies = await asyncio.gather(*(client.get(f"/compute/v2.1/servers/{s2['id']}", headers=USER)
+                                     for _ in range(6)))
+    assert [r.status for r in replies] == [503] * 6
+    assert two.arrived - before == 1  # the trial; the others failed fast while it hung
+    two.hang = 0.0
+    await asyncio.sleep(0.6)
+    assert (await client.get(f"/compute/v2.1/servers/{s2['id']}", headers=USER)).status == 200  # closed again
+    assert not gateway.upstream.breaker("RegionTwo").open_for()
