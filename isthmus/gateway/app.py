@@ -180,7 +180,8 @@ class Gateway:
         """Global objects and everything else: the master region (then write hooks)."""
         api, collection = call.api, call.segments[0]
         region = await self.router.master_region()
-        reply = await self.fwd.forward(call, region, call.method, call.rel)
+        # Reads of the master (flavor, hypervisor, usage lists) may be large: streamed.
+        reply = await self.fwd.forward(call, region, call.method, call.rel, stream=call.method == "GET")
         if 200 <= reply.status < 300 and call.method in ("POST", "PUT", "DELETE", "PATCH"):
             for hook in self.write_hooks.get((api.name, collection), []):
                 try:

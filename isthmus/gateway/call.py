@@ -33,6 +33,8 @@ class Settings:
     # body is a 413 here, never read whole.
     max_request_body: int = 114688
     quota_unreachable_region: str = "last_known"  # or "refuse" (see config)
+    # A larger successful reply from the master is streamed through, not read whole.
+    stream_replies_over: int = 1048576
     # How long an idempotent create's outcome is kept (shared across processes).
     create_replay_window: float = 600.0
 

@@ -33,6 +33,9 @@ gateway_opts = [
         help="Global quota check when a region does not answer."),
     cfg.IntOpt("max_request_body", default=114688, min=1024,
                help="Largest request body in bytes (Nova's and Cinder's default); a larger one is a 413."),
+    cfg.IntOpt("stream_replies_over", default=1048576, min=1024,
+               help="A successful reply of the master region longer than this many bytes is streamed "
+                    "to the client (links rewritten on the fly) instead of being read into memory."),
     cfg.IntOpt("connection_limit", default=200, min=1, help="Pooled connections to all regions together."),
     cfg.IntOpt("catalog_ttl", default=300, min=1,
                help="Seconds endpoints and microversion ranges are cached; refreshed early on connection errors."),

@@ -33,7 +33,7 @@ class Forwarder:
 
     async def forward(self, call: Call, region: str, method: str, rel: str, *, body: bytes | None = None,
                       query: str | None = None, timeout: float | None = None,
-                      unavailable: tuple[Routed, str] | None = None) -> Reply:
+                      unavailable: tuple[Routed, str] | None = None, stream: bool = False) -> Reply:
         """``method`` on ``rel`` (relative to the region's version endpoint) with the
         caller's token; an unreachable region is a 503 naming it (and the object)."""
         endpoint = await self.catalog.endpoint(call.api.name, region)
@@ -49,7 +49,8 @@ class Forwarder:
         data = call.body if body is None else body
         try:
             return await self.upstream.request(region, method, url, headers, data,
-                                               timeout or self.settings.request_timeout)
+                                               timeout or self.settings.request_timeout,
+                                               stream_over=self.settings.stream_replies_over if stream else 0)
         except RegionUnavailable as err:
             self.catalog.invalidate()
             LOG.warning("%s: %s", call.request_id, err)
@@ -73,6 +74,8 @@ class Forwarder:
         headers = proxy.response_headers(reply.headers)
         if "Location" in headers:
             headers["Location"] = rewriter.text(headers["Location"])
+        if reply.stream is not None:  # large and successful: rewritten on the fly, sent chunked
+            return web.Response(status=reply.status, body=rewriter.stream(reply.stream), headers=headers)
         body = rewriter.body(reply.body)
         if reply.status >= 400:
             body = links.hide_hosts(body.decode("utf-8", "replace"), self.catalog.all_hosts()).encode()

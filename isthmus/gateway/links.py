@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from urllib.parse import urlsplit
 
 _VERSION_SEGMENT = re.compile(r"^v\d+(\.\d+)?$")
@@ -41,6 +41,8 @@ class Rewriter:
         # A root matches only as a whole origin/path prefix: ":2101" must not eat ":21011".
         self._pattern = (re.compile("(?:" + "|".join(re.escape(r) for r in roots) + r")(?=[/\"'?#\s,)]|$)")
                          if roots else None)
+        self._bytes_pattern = re.compile(self._pattern.pattern.encode()) if self._pattern is not None else None
+        self._longest = max((len(r.encode()) for r in roots), default=0)
 
     def text(self, value: str) -> str:
         if self._pattern is None:
@@ -55,6 +57,38 @@ class Rewriter:
         except UnicodeDecodeError:
             return raw
         return self.text(text).encode("utf-8")
+
+
+    async def stream(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """``body`` over a stream: the same result for any chunking. A tail as long
+        as the longest root (plus the one byte the match looks at) is held back, so
+        a root split across chunks is still found, and a root at the very end of a
+        chunk is not taken for one at the end of the body."""
+        pattern = self._bytes_pattern
+        if pattern is None:
+            async for chunk in chunks:
+                yield chunk
+            return
+        root = self.gateway_root.encode()
+        keep = self._longest + 1
+        buf = b""
+        async for chunk in chunks:
+            buf += chunk
+            if len(buf) <= keep:
+                continue
+            cut = len(buf) - keep
+            out: list[bytes] = []
+            pos = 0
+            for match in pattern.finditer(buf):
+                if match.end() > cut:
+                    cut = max(pos, min(cut, match.start()))
+                    break
+                out += [buf[pos:match.start()], root]
+                pos = match.end()
+            out.append(buf[pos:cut])
+            buf = buf[cut:]
+            yield b"".join(out)
+        yield pattern.sub(root, buf)
 
 
 def hide_hosts(text: str, hosts: Iterable[str]) -> str:

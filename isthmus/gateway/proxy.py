@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,8 @@ class Reply:
     status: int
     headers: CIMultiDictProxy[str] | CIMultiDict[str]
     body: bytes
+    # A large reply is not read whole: ``body`` is empty and this yields it.
+    stream: AsyncIterator[bytes] | None = None
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None
@@ -114,7 +116,10 @@ class Upstream:
         return self._breakers[region]
 
     async def request(self, region: str, method: str, url: str, headers: Mapping[str, str],
-                      body: bytes | None, timeout: float) -> Reply:
+                      body: bytes | None, timeout: float, stream_over: int = 0) -> Reply:
+        """One call to ``region``. With ``stream_over``, a successful reply longer than
+        that many bytes comes back as ``Reply.stream`` (the region's slot is held
+        until the stream is consumed) instead of being read into memory."""
         assert self._session is not None, "Upstream.start() was not called"
         breaker = self.breaker(region)
         wait = breaker.admit()
@@ -129,11 +134,22 @@ class Upstream:
         except BaseException:
             breaker.abandoned()
             raise
+        streaming = False
         try:
-            async with self._session.request(method, url, headers=headers, data=body or None,
-                                             allow_redirects=False,
-                                             timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                data = await resp.read()
+            resp = await self._session.request(method, url, headers=headers, data=body or None,
+                                               allow_redirects=False, timeout=aiohttp.ClientTimeout(total=timeout))
+            try:
+                data = b""
+                if stream_over and 200 <= resp.status < 300:
+                    data = await _read_up_to(resp, stream_over + 1)
+                    if len(data) > stream_over:
+                        streaming = True
+                        breaker.succeeded()
+                        return Reply(resp.status, resp.headers, b"", stream=_rest(data, resp, slots))
+                data += await resp.read()
+            finally:
+                if not streaming:
+                    resp.release()
         except asyncio.TimeoutError as err:
             breaker.failed()
             raise RegionUnavailable(region, f"no answer within {timeout:g}s") from err
@@ -144,6 +160,29 @@ class Upstream:
             breaker.abandoned()
             raise
         finally:
-            slots.release()
+            if not streaming:
+                slots.release()
         breaker.succeeded()
         return Reply(resp.status, resp.headers, data)
+
+
+async def _read_up_to(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await resp.content.read(limit - size)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
+
+
+async def _rest(head: bytes, resp: aiohttp.ClientResponse, slots: asyncio.Semaphore) -> AsyncIterator[bytes]:
+    try:
+        yield head
+        async for chunk in resp.content.iter_chunked(65536):
+            yield chunk
+    finally:
+        resp.release()
+        slots.release()

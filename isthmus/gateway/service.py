@@ -33,6 +33,7 @@ def build(conf):
     settings = Settings(public_url=g.public_url, list_timeout=g.list_timeout, request_timeout=g.request_timeout,
                         strict_lists=g.strict_lists, max_limit=g.max_limit, lookup_unrouted=g.lookup_unrouted,
                         catalog_ttl=g.catalog_ttl, max_request_body=g.max_request_body,
+                        stream_replies_over=g.stream_replies_over,
                         quota_unreachable_region=g.quota_unreachable_region)
     ledger = CreateLedger(engine, stale_after=g.request_timeout + 30)
     gateway = Gateway(settings, router, catalog,

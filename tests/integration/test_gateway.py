@@ -377,6 +377,33 @@ def test_29_quotas_enforced_across_regions(gw):
         gw.call("PUT", f"/os-quota-sets/{project}", "isthmus-admin", json={"quota_set": {"instances": -1}})
 
 
+def test_29b_concurrent_creates_never_exceed_the_global_quota(gw):
+    """Check-then-create alone lets every concurrent create see the same usage;
+    reservations admit exactly what fits (issue 9 §5)."""
+    project = gw.project()
+    for _ in range(5):  # wait for earlier tests' deletes to settle
+        before = gw.call("GET", f"/os-quota-sets/{project}/detail").json()["quota_set"]["instances"]["in_use"]
+        time.sleep(2)
+        if gw.call("GET", f"/os-quota-sets/{project}/detail").json()["quota_set"]["instances"]["in_use"] == before:
+            break
+    assert gw.call("PUT", f"/os-quota-sets/{project}", "isthmus-admin",
+                   json={"quota_set": {"instances": before + 2}}).status_code == 200
+    token = gw.token()
+    zones = ["az1", "az2"]
+    made = []
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            replies = list(pool.map(lambda n: gw.boot(name(), az=zones[n % 2], token=token), range(6)))
+        made = [r.json()["server"]["id"] for r in replies if r.status_code == 202]
+        refused = [r for r in replies if r.status_code == 403]
+        assert len(made) == 2 and len(refused) == 4, [(r.status_code, r.text[:200]) for r in replies]
+        assert all("Quota exceeded" in r.text for r in refused)
+    finally:
+        gw.call("PUT", f"/os-quota-sets/{project}", "isthmus-admin", json={"quota_set": {"instances": -1}})
+        for server_id in made:
+            gw.call("DELETE", f"/servers/{server_id}")
+
+
 # --- 30, 33: scoping, duplicate creates ---------------------------------------------------
 
 def test_30_project_scoping(gw):

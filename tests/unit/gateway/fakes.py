@@ -39,6 +39,7 @@ class FakeNova:
     requests: list = field(default_factory=list)
     base: str = ""
     hang: float = 0.0  # seconds every request sleeps before answering (a hung region)
+    extra_flavors: int = 0  # more flavors, each with a link to rewrite (a large reply)
     arrived: int = 0  # requests that reached this region, answered or not
     reply_delay: float = 0.0  # seconds a create waits *after* creating, before answering
     fail_creates: list = field(default_factory=list)  # statuses the next creates answer with, creating nothing
@@ -111,7 +112,11 @@ class FakeNova:
                 return web.json_response({"conflictingRequest": {"code": 409, "message": "wrong state"}}, status=409)
             return web.json_response({"server": server})
         if parts and parts[0] == "flavors":
-            return web.json_response({"flavors": [{"id": "1", "name": f"from-{self.region}"}]})
+            flavors = [{"id": "1", "name": f"from-{self.region}"}]
+            flavors += [{"id": f"f{n}", "name": f"many-{n}",
+                         "links": [{"rel": "self", "href": f"{self.base}/v2.1/flavors/f{n}"}]}
+                        for n in range(self.extra_flavors)]
+            return web.json_response({"flavors": flavors})
         return web.json_response({"itemNotFound": {"code": 404, "message": "nope"}}, status=404)
 
 

@@ -296,3 +296,17 @@ async def test_after_the_cooldown_one_trial_call_goes_to_a_hung_region_not_every
     await asyncio.sleep(0.6)
     assert (await client.get(f"/compute/v2.1/servers/{s2['id']}", headers=USER)).status == 200  # closed again
     assert not gateway.upstream.breaker("RegionTwo").open_for()
+
+
+async def test_a_large_reply_is_streamed_with_its_links_rewritten(env):
+    client, gateway, one, two, _ = env
+    one.extra_flavors = 3000  # some 300 KB of JSON
+    gateway.settings.stream_replies_over = 64 * 1024
+    resp = await client.get("/compute/v2.1/flavors", headers=USER)
+    assert resp.status == 200 and "Content-Length" not in resp.headers  # chunked, never held whole
+    doc = await resp.json()
+    assert len(doc["flavors"]) == 3001
+    base = str(client.make_url("")).rstrip("/")
+    hrefs = [f["links"][0]["href"] for f in doc["flavors"][1:]]
+    assert all(h.startswith(base + "/compute/v2.1/flavors/f") for h in hrefs), hrefs[:3]
+    assert (await client.get(f"/compute/v2.1/servers/{uuid.uuid4()}", headers=USER)).status == 404  # slot given back
