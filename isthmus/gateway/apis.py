@@ -19,6 +19,12 @@ class Routed:
     placement: str  # "schedule" (AZ/binding) | "with_volume" (the volume's region)
     volume_field: str = ""
     az_field: str | None = None
+    # Other fields naming the object's AZ (shown as the top-level AZ too).
+    more_az_fields: tuple[str, ...] = ()
+
+    @property
+    def az_fields(self) -> tuple[str, ...]:
+        return ((self.az_field,) if self.az_field else ()) + self.more_az_fields
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,8 @@ COMPUTE = Api(
         "os-tenant-networks", "os-hosts", "os-console-auth-tokens", "os-floating-ip-pools", "os-volumes_boot",
     }),
     routed={"servers": Routed("server", "server", "servers", "Instance", "schedule",
-                              az_field="OS-EXT-AZ:availability_zone")},
+                              az_field="OS-EXT-AZ:availability_zone",
+                              more_az_fields=("pinned_availability_zone",))},
     sort=listing.nova_sort,
     sort_params=listing.nova_params,
     global_collections=frozenset({"flavors", "os-keypairs", "os-quota-sets", "os-quota-class-sets"}),

@@ -115,13 +115,16 @@ class Gateway:
         except Exception:  # noqa: BLE001 - never leak a traceback or a regional URL
             LOG.exception("%s %s %s failed", request_id, request.method, request.path)
             response = faults.response(500, "The gateway failed to handle the request.")
-        response.headers["x-openstack-request-id"] = request_id
+        # A forwarded reply keeps the region's request id (see forwarding.render);
+        # one the gateway made itself gets the gateway's.
+        upstream_id = response.headers.get("x-openstack-request-id")
+        response.headers.setdefault("x-openstack-request-id", request_id)
         if api is COMPUTE:
-            response.headers["x-compute-request-id"] = request_id
+            response.headers.setdefault("x-compute-request-id", response.headers["x-openstack-request-id"])
         if api is not None and version is not None:
             response.headers.update(microversion.response_headers(api.mv, version))
-        LOG.info("%s %s %s -> %d in %.3fs", request_id, request.method, request.path_qs, response.status,
-                 time.monotonic() - started)
+        LOG.info("%s %s %s -> %d in %.3fs%s", request_id, request.method, request.path_qs, response.status,
+                 time.monotonic() - started, f" (region's {upstream_id})" if upstream_id else "")
         return response
 
     def _base(self, request: web.Request) -> str:

@@ -56,6 +56,7 @@ class Creates:
         # object with ``settle(created)``, called once the region has answered.
         self.before_create: list[BeforeCreate] = []
         self._inflight: dict[str, asyncio.Task] = {}
+        self._zones: dict[tuple[str, str], tuple[float, str]] = {}
 
     async def handle(self, call: Call, spec: Routed) -> web.Response:
         obj, body, region = await self._place(call, spec)
@@ -90,9 +91,12 @@ class Creates:
             zone, sep, host = (requested or "").partition(":")
             pod = await self.router.choose(call.identity.project_id, zone or None)
             region = pod.region_name
-            if requested and zone != pod.pod_az_name:
-                if pod.pod_az_name:
-                    obj["availability_zone"] = pod.pod_az_name + sep + host
+            # A pod registered without its regional AZ name: the region's one zone,
+            # so the server is still pinned to it (Nova >= 2.96 shows the pin).
+            regional = pod.pod_az_name or (await self._sole_zone(call, region) if requested else "")
+            if requested and zone != regional:
+                if regional:
+                    obj["availability_zone"] = regional + sep + host
                 elif sep:
                     obj["availability_zone"] = sep + host  # ":host" keeps an admin's host pin
                 else:
@@ -105,6 +109,27 @@ class Creates:
             raise Fault(404 if volume_id else 400,
                         f"Volume {volume_id} could not be found." if volume_id else f"{spec.volume_field} is required.")
         return obj, body, region
+
+    async def _sole_zone(self, call: Call, region: str) -> str:
+        """The region's only user-visible AZ ("" if it has several or cannot say),
+        read with the caller's token and cached like the catalog."""
+        key = (call.api.name, region)
+        cached = self._zones.get(key)
+        if cached and time.monotonic() - cached[0] < self.settings.catalog_ttl:
+            return cached[1]
+        try:
+            reply = await self.fwd.forward(call, region, "GET", call.rel_for("os-availability-zone"), body=b"",
+                                           query="", timeout=self.settings.list_timeout)
+        except Fault:
+            return ""  # the create itself will say whether the region is there
+        if reply.status != 200:
+            return ""
+        zones = [z.get("zoneName") for z in (reply.json() or {}).get("availabilityZoneInfo") or []
+                 if isinstance(z, dict) and (z.get("zoneState") or {}).get("available")
+                 and z.get("zoneName") not in (None, "internal")]
+        sole = zones[0] if len(zones) == 1 and isinstance(zones[0], str) else ""
+        self._zones[key] = (time.monotonic(), sole)
+        return sole
 
     # --- one create --------------------------------------------------------------------
     async def _create(self, call: Call, spec: Routed, region: str, body: bytes, obj: dict) -> Reply:

@@ -72,6 +72,11 @@ class Forwarder:
         gateway, faults name no regional host, routed objects show top-level AZs."""
         rewriter = self.rewriter(call)
         headers = proxy.response_headers(reply.headers)
+        # The region's request id reaches the client: it is the one Nova records
+        # (instance actions are looked up by it) and the one in the region's logs.
+        for name in ("x-openstack-request-id", "x-compute-request-id"):
+            if name in reply.headers:
+                headers[name] = reply.headers[name]
         if "Location" in headers:
             headers["Location"] = rewriter.text(headers["Location"])
         if reply.stream is not None:  # large and successful: rewritten on the fly, sent chunked
@@ -92,8 +97,9 @@ class Forwarder:
         except ValueError:
             return body
         for item in members(doc, spec):
-            if spec.az_field in item:
-                item[spec.az_field] = az
+            for field in spec.az_fields:
+                if item.get(field):  # a null pinned AZ stays null
+                    item[field] = az
         return json.dumps(doc).encode()
 
     @property

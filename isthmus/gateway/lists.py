@@ -106,8 +106,9 @@ class MergedLists:
         az_of = self.fwd.az_of
         items = []
         for region, item in page:
-            if spec.az_field and spec.az_field in item and az_of.get(region):
-                item[spec.az_field] = az_of[region]
+            for field in spec.az_fields:
+                if item.get(field) and az_of.get(region):
+                    item[field] = az_of[region]
             items.append(item if detail else {k: item[k] for k in ("id", "name", "links") if k in item})
         doc: dict[str, Any] = {spec.list_key: items}
         if more and page:

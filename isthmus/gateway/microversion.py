@@ -112,7 +112,13 @@ def _pick_service(value: str, service: str) -> str:
 
 
 def response_headers(service: Service, version: Version) -> dict[str, str]:
-    return {"OpenStack-API-Version": f"{service.header_service} {fmt(version)}", "Vary": "OpenStack-API-Version"}
+    """What every reply carries, as the service itself sends it (Nova adds its
+    legacy header, which older clients and Tempest's schema checks read)."""
+    out = {"OpenStack-API-Version": f"{service.header_service} {fmt(version)}", "Vary": "OpenStack-API-Version"}
+    if service.legacy_header:
+        out[service.legacy_header] = fmt(version)
+        out["Vary"] = f"OpenStack-API-Version, {service.legacy_header}"
+    return out
 
 
 def forward_headers(service: Service, version: Version) -> dict[str, str]:

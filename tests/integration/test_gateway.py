@@ -432,6 +432,43 @@ def test_33_identical_creates_under_one_request_id_make_one_server(gw):
     assert len([s for s in gw.call("GET", f"/servers?name={server_name}").json()["servers"]]) == 1
 
 
+def test_33b_a_retry_through_the_gateway_after_the_first_reply_replays_it(gw):
+    """Sequential retries (another process, or after a timeout the client saw) get the
+    first attempt's server, not a second one: the outcome is kept in the Isthmus DB."""
+    server_name = name()
+    headers = {**NONE_NET, "X-OpenStack-Request-ID": f"req-{uuid.uuid4()}"}
+    body = {"server": {"name": server_name, "imageRef": gw.image, "flavorRef": gw.flavor, "networks": "none",
+                       "availability_zone": "az2"}}
+    first = gw.call("POST", "/servers", headers=headers, json=body)
+    assert first.status_code == 202
+    again = gw.call("POST", "/servers", headers=headers, json=body)
+    assert again.status_code == 202 and again.json()["server"]["id"] == first.json()["server"]["id"]
+    assert "adminPass" not in again.json()["server"]
+    assert len(gw.call("GET", f"/servers?name={server_name}").json()["servers"]) == 1
+    gw.call("DELETE", f"/servers/{first.json()['server']['id']}")
+
+
+# --- conformance (issue 15): what Tempest reads -----------------------------------------------
+
+def test_replies_carry_nova_legacy_version_header_and_the_regions_request_id(gw):
+    v = {"OpenStack-API-Version": "compute 2.96"}
+    for path in ("/os-availability-zone", "/servers", "/flavors"):  # made by the gateway, merged, forwarded
+        resp = gw.call("GET", path, headers=v)
+        assert resp.headers.get("X-OpenStack-Nova-API-Version") == "2.96", path
+        assert resp.headers["OpenStack-API-Version"] == "compute 2.96", path
+    created = gw.boot(name(), az="az1")
+    sid = created.json()["server"]["id"]
+    try:
+        rid = created.headers["x-openstack-request-id"]
+        gw.wait(sid)  # the conductor records the create action while building
+        action = gw.call("GET", f"/servers/{sid}/os-instance-actions/{rid}", headers=v)
+        assert action.status_code == 200 and action.json()["instanceAction"]["action"] == "create"
+        server = gw.call("GET", f"/servers/{sid}", headers=v).json()["server"]
+        assert server["pinned_availability_zone"] == "az1"  # the top-level AZ it was created in
+    finally:
+        gw.call("DELETE", f"/servers/{sid}")
+
+
 # --- 22: a region down ------------------------------------------------------------------------
 
 def test_22_region_down_is_skipped_503_by_id_and_strict(gw, tmp_path):

@@ -32,6 +32,9 @@ def test_intersection_is_within_every_region():
 
 
 def test_headers_echo_and_forward():
-    assert mv.response_headers(mv.COMPUTE, (2, 30)) == {"OpenStack-API-Version": "compute 2.30",
-                                                         "Vary": "OpenStack-API-Version"}
+    assert mv.response_headers(mv.COMPUTE, (2, 30)) == {
+        "OpenStack-API-Version": "compute 2.30", "X-OpenStack-Nova-API-Version": "2.30",  # as Nova sends both
+        "Vary": "OpenStack-API-Version, X-OpenStack-Nova-API-Version"}
+    assert mv.response_headers(mv.VOLUME, (3, 5)) == {"OpenStack-API-Version": "volume 3.5",
+                                                       "Vary": "OpenStack-API-Version"}
     assert mv.forward_headers(mv.VOLUME, (3, 5)) == {"OpenStack-API-Version": "volume 3.5"}
