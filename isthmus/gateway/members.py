@@ -38,6 +38,8 @@ class MemberCalls:
         region = await self.router.region_of(spec.kind, resource_id)
         if region is None and self.settings.lookup_unrouted:
             region = await self._lookup(call, spec, resource_id)
+        if region is None and spec.kind == "server" and call.method == "GET" and segs[2:3] == ["os-instance-actions"]:
+            return await self._deleted_server_actions(call, spec, resource_id)
         if region is None:
             raise Fault(404, f"{spec.label} {resource_id} could not be found.")
         if spec.kind == "server" and len(segs) == 3 and segs[2] == "os-volume_attachments" and call.method == "POST":
@@ -72,6 +74,20 @@ class MemberCalls:
             raise Fault(404, f"Volume {volume_id} could not be found.")
         if volume_region != server_region:
             raise Fault(400, f"Server and volume {volume_id} are not in the same region.")
+
+    async def _deleted_server_actions(self, call: Call, spec: Routed, resource_id: str) -> web.Response:
+        """Nova (2.21+) shows the actions of a deleted server, whose routing is gone:
+        ask every region; the one that had it answers (nothing is re-routed)."""
+        regions = await self.router.regions()
+        results = await asyncio.gather(*(self.fwd.forward(call, r, "GET", call.rel, body=b"",
+                                                          timeout=self.settings.list_timeout)
+                                         for r in regions), return_exceptions=True)
+        for region, result in zip(regions, results):
+            if isinstance(result, Reply) and result.status == 200:
+                return self.fwd.render(call, result, region, spec)
+        if any(not isinstance(r, Reply) for r in results):
+            raise Fault(503, f"{spec.label} {resource_id} may be in a region that is unavailable.")
+        raise Fault(404, f"{spec.label} {resource_id} could not be found.")
 
     async def _lookup(self, call: Call, spec: Routed, resource_id: str) -> str | None:
         """Ask every region for an unrouted id (only with lookup_unrouted)."""

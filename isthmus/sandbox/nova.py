@@ -11,6 +11,9 @@ from isthmus.sandbox.layout import PASSWORD, Layout
 
 FLAVOR = "m1.tiny"
 FLAVOR_ID = "4d0b6a4e-5e0c-5b1a-9a57-1c7a7f0e0001"
+# A second, larger flavor: resize and flavor-filter tests (Tempest's flavor_ref_alt) need two.
+FLAVOR_ALT = "m1.small"
+FLAVOR_ALT_ID = "4d0b6a4e-5e0c-5b1a-9a57-1c7a7f0e0002"
 
 
 def compute_host(region: str) -> str:
@@ -139,9 +142,10 @@ def wait_compute_ready(layout: Layout, region: str, conn, record: process.Servic
 
 
 def ensure_flavor(conn) -> None:
-    if not conn.compute.find_flavor(FLAVOR, ignore_missing=True):
-        # The same id in every region: flavors are global objects (the gateway's model).
-        conn.compute.create_flavor(name=FLAVOR, id=FLAVOR_ID, ram=64, vcpus=1, disk=1, is_public=True)
+    # The same ids in every region: flavors are global objects (the gateway's model).
+    for name, flavor_id, ram in ((FLAVOR, FLAVOR_ID, 64), (FLAVOR_ALT, FLAVOR_ALT_ID, 128)):
+        if not conn.compute.find_flavor(name, ignore_missing=True):
+            conn.compute.create_flavor(name=name, id=flavor_id, ram=ram, vcpus=1, disk=1, is_public=True)
 
 
 def _safe(check) -> bool:
