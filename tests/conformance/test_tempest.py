@@ -28,7 +28,7 @@ def test_tempest_passes_through_isthmus_as_it_does_directly(layout, list_name, t
     out = tmp_path_factory.mktemp(f"tempest-{list_name}")
     (direct_target, direct), (isthmus_target, isthmus) = tempest_runner.run_both(layout, list_name, out, 2).items()
     assert direct.passed, f"nothing passed directly: Tempest did not run ({out}/direct/logs)"
-    lost = tempest_runner.regressions(direct, isthmus, tempest_runner.exceptions())
+    lost = tempest_runner.confirmed_regressions(layout, list_name, out, direct, isthmus)
     print(tempest_runner.table({"direct": direct, "isthmus": isthmus}))
     assert not lost, f"pass against {direct_target.compute_region} directly, fail through Isthmus " \
                      f"(logs under {out}/isthmus/logs): {lost}"
