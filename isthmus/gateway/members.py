@@ -42,7 +42,8 @@ class MemberCalls:
             return await self._deleted_server_actions(call, spec, resource_id)
         if region is None:
             raise Fault(404, f"{spec.label} {resource_id} could not be found.")
-        if spec.kind == "server" and len(segs) == 3 and segs[2] == "os-volume_attachments" and call.method == "POST":
+        if spec.kind == "server" and (len(segs), call.method) in ((3, "POST"), (4, "PUT")) and (
+                segs[2] == "os-volume_attachments"):  # attach, swap
             await self._check_attach(call, region)
         reply = await self.fwd.forward(call, region, call.method, call.rel, unavailable=(spec, resource_id))
         if reply.status == 404 and len(segs) == 2 and call.method in ("GET", "PUT", "DELETE"):
@@ -69,6 +70,8 @@ class MemberCalls:
             volume_id = json.loads(call.body)["volumeAttachment"]["volumeId"]
         except (ValueError, KeyError, TypeError):
             return  # the region answers with its own 400
+        if not isinstance(volume_id, str):
+            return  # Nova's schema answers 400 naming volumeId
         volume_region = await self.router.region_of("volume", str(volume_id))
         if volume_region is None:
             raise Fault(404, f"Volume {volume_id} could not be found.")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 
 def install(gateway) -> None:
-    from isthmus.gateway import server_groups
+    from isthmus.gateway import aggregates, attachments, server_groups
 
     server_groups.install(gateway)
+    attachments.install(gateway)
+    aggregates.install(gateway)
