@@ -134,3 +134,165 @@ def test_group_hint_malformed_is_400_and_foreign_groups_are_not_touched(sg):
     sg.call("DELETE", f"/servers/{booted.json()['server']['id']}", "isthmus-admin")
     assert sg.call("DELETE", f"/os-server-groups/{gid}", "isthmus-admin").status_code == 204
     assert sg.registry().routings_of(gid, "server_group") == []
+
+
+# --- 9: volume attachments --------------------------------------------------------------------
+
+ATTACH_V = {"OpenStack-API-Version": "volume 3.27"}
+
+
+def test_attach_list_show_swap_detach_in_a_non_master_region(sg):
+    from isthmus.sandbox.gateway import master_region
+
+    region = next(r for r in sg.sandbox.regions if r != master_region(sg.layout))
+    elsewhere = master_region(sg.layout)
+    az, other_az = sg.layout.availability_zone(region), sg.layout.availability_zone(elsewhere)
+    sid = sg.boot(name(), az=az).json()["server"]["id"]
+    volume, spare, foreign = sg.create_volume(az), sg.create_volume(az), sg.create_volume(other_az)
+    sg.wait(sid)
+    for v in (volume, spare, foreign):
+        sg.wait_volume(v["id"])
+    attachments = f"/servers/{sid}/os-volume_attachments"
+    bad = sg.call("POST", attachments, json={"volumeAttachment": {"volumeId": 7}})
+    assert bad.status_code == 400 and "volumeId" in bad.text
+    refused = sg.call("POST", attachments, json={"volumeAttachment": {"volumeId": foreign["id"]}})
+    assert refused.status_code == 400 and "same region" in refused.json()["badRequest"]["message"]
+    made = sg.call("POST", attachments, json={"volumeAttachment": {"volumeId": volume["id"]}})
+    assert made.status_code == 200, made.text
+    assert made.json()["volumeAttachment"]["volumeId"] == volume["id"]
+    in_use = sg.wait_volume(volume["id"], "in-use")
+    assert [a["server_id"] for a in in_use["attachments"]] == [sid]
+
+    listed = sg.call("GET", attachments)
+    assert listed.status_code == 200 and [a["volumeId"] for a in listed.json()["volumeAttachments"]] == [volume["id"]]
+    shown = sg.call("GET", f"{attachments}/{volume['id']}")
+    assert shown.status_code == 200 and shown.json()["volumeAttachment"]["serverId"] == sid
+    # Swap to a volume of another region: refused before the region is asked.
+    swap = sg.call("PUT", f"{attachments}/{volume['id']}", "isthmus-admin",
+                   json={"volumeAttachment": {"volumeId": foreign["id"]}})
+    assert swap.status_code == 400 and "same region" in swap.text
+    # Cinder's attachments (3.27): the one Nova made is found and listed through the gateway.
+    cinder = sg.vcall("GET", "/attachments", headers=ATTACH_V)
+    assert cinder.status_code == 200, cinder.text
+    (att,) = [a for a in cinder.json()["attachments"] if a["volume_id"] == volume["id"]]
+    assert att["instance"] == sid
+    assert sg.vcall("GET", f"/attachments/{att['id']}", headers=ATTACH_V).json()["attachment"]["instance"] == sid
+
+    detach = sg.call("DELETE", f"{attachments}/{volume['id']}")
+    assert detach.status_code == 202, detach.text
+    sg.wait_volume(volume["id"], "available")
+    assert sg.call("GET", attachments).json()["volumeAttachments"] == []
+    sg.call("DELETE", f"/servers/{sid}")
+    for v in (volume, spare, foreign):
+        sg.vcall("DELETE", f"/volumes/{v['id']}")
+
+
+def test_cinder_attachment_create_needs_server_and_volume_in_one_region(sg):
+    from isthmus.sandbox.gateway import master_region
+
+    region = next(r for r in sg.sandbox.regions if r != master_region(sg.layout))
+    az, other_az = sg.layout.availability_zone(region), sg.layout.availability_zone(master_region(sg.layout))
+    sid = sg.boot(name(), az=az).json()["server"]["id"]
+    local, foreign = sg.create_volume(az), sg.create_volume(other_az)
+    sg.wait(sid)
+    sg.wait_volume(local["id"])
+    sg.wait_volume(foreign["id"])
+    bad = sg.vcall("POST", "/attachments", headers=ATTACH_V, json={"attachment": {"volume_uuid": ["x"]}})
+    assert bad.status_code == 400 and "attachment.volume_uuid" in bad.text
+    refused = sg.vcall("POST", "/attachments", headers=ATTACH_V,
+                       json={"attachment": {"volume_uuid": foreign["id"], "instance_uuid": sid}})
+    assert refused.status_code == 400 and "same region" in refused.text
+    unknown = sg.vcall("POST", "/attachments", headers=ATTACH_V,
+                       json={"attachment": {"volume_uuid": str(uuid.uuid4()), "instance_uuid": sid}})
+    assert unknown.status_code == 404
+    made = sg.vcall("POST", "/attachments", headers=ATTACH_V,
+                    json={"attachment": {"volume_uuid": local["id"], "instance_uuid": sid}})
+    assert made.status_code == 200, made.text
+    att = made.json()["attachment"]
+    assert sg.wait_volume(local["id"], "reserved")["id"] == local["id"]
+    assert sg.vcall("GET", f"/attachments/{att['id']}", headers=ATTACH_V).status_code == 200
+    assert sg.vcall("GET", f"/attachments/{uuid.uuid4()}", headers=ATTACH_V).status_code == 404
+    assert sg.vcall("DELETE", f"/attachments/{att['id']}", headers=ATTACH_V).status_code == 200
+    sg.wait_volume(local["id"], "available")
+    sg.call("DELETE", f"/servers/{sid}")
+    for v in (local, foreign):
+        sg.vcall("DELETE", f"/volumes/{v['id']}")
+
+
+# --- 10: aggregates, quota sets, limits -------------------------------------------------------
+
+def test_aggregates_merged_read_only_admin_view(sg):
+    made = {}
+    for region in sg.sandbox.regions:
+        conn = sg.sandbox.connect(region, cloud="isthmus-admin")
+        made[region] = conn.compute.create_aggregate(name=f"gw-{region}-{uuid.uuid4().hex[:4]}")
+    try:
+        listed = sg.call("GET", "/os-aggregates", "isthmus-admin")
+        assert listed.status_code == 200, listed.text
+        by_name = {a["name"]: a for a in listed.json()["aggregates"]}
+        ours = [by_name[a.name] for a in made.values()]
+        assert len({a["id"] for a in listed.json()["aggregates"]}) == len(listed.json()["aggregates"])
+        for region, regional in made.items():
+            number = by_name[regional.name]["id"]
+            shown = sg.call("GET", f"/os-aggregates/{number}", "isthmus-admin")
+            assert shown.status_code == 200 and shown.json()["aggregate"]["name"] == regional.name
+            assert shown.json()["aggregate"]["id"] == number
+        uuids = sg.call("GET", "/os-aggregates", "isthmus-admin", headers={"OpenStack-API-Version": "compute 2.41"})
+        # Regional ids collide (each region numbers from 1); the uuids show which is which.
+        assert {a.uuid for a in made.values()} == {a["uuid"] for a in uuids.json()["aggregates"]
+                                                   if a["name"] in {r.name for r in made.values()}}
+        assert len(ours) == len(sg.sandbox.regions)
+        # A non-admin gets Nova's 403, for lists, shows and writes alike.
+        for method, path in (("GET", "/os-aggregates"), ("GET", f"/os-aggregates/{ours[0]['id']}"),
+                             ("GET", "/os-aggregates/999999999"), ("POST", "/os-aggregates")):
+            denied = sg.call(method, path, json={"aggregate": {"name": "x"}} if method == "POST" else None)
+            assert denied.status_code == 403 and "forbidden" in denied.json(), (method, path, denied.text)
+        # Read-only for an admin too; malformed and unknown ids.
+        write = sg.call("POST", "/os-aggregates", "isthmus-admin", json={"aggregate": {"name": name()}})
+        assert write.status_code == 405
+        assert sg.call("GET", "/os-aggregates/abc", "isthmus-admin").status_code == 400
+        assert sg.call("GET", "/os-aggregates/999999999", "isthmus-admin").status_code == 404
+        for region in sg.sandbox.regions:
+            names = [a.name for a in sg.sandbox.connect(region, cloud="isthmus-admin").compute.aggregates()]
+            assert not [n for n in names if n.startswith("gw-") and n not in {a.name for a in made.values()}]
+    finally:
+        for region, aggregate in made.items():
+            sg.sandbox.connect(region, cloud="isthmus-admin").compute.delete_aggregate(aggregate)
+
+
+def test_quota_defaults_user_quotas_and_limits_of_a_tenant(sg):
+    from isthmus.sandbox.gateway import master_region
+
+    project = sg.project()
+    user = sg.conns["isthmus-demo"].current_user_id
+    master = sg.sandbox.connect(master_region(sg.layout), cloud="isthmus-admin")
+    defaults = sg.call("GET", f"/os-quota-sets/{project}/defaults")
+    assert defaults.status_code == 200, defaults.text
+    direct = master.compute.get(f"/os-quota-sets/{project}/defaults").json()["quota_set"]
+    assert defaults.json()["quota_set"] == direct
+
+    path = f"/os-quota-sets/{project}?user_id={user}"
+    put = sg.call("PUT", path, "isthmus-admin", json={"quota_set": {"key_pairs": 77}})
+    assert put.status_code == 200 and put.json()["quota_set"]["key_pairs"] == 77, put.text
+    try:
+        assert sg.call("GET", path, "isthmus-admin").json()["quota_set"]["key_pairs"] == 77
+        assert sg.call("GET", f"/os-quota-sets/{project}", "isthmus-admin").json()["quota_set"]["key_pairs"] != 77
+        detail = sg.call("GET", f"/os-quota-sets/{project}/detail?user_id={user}", "isthmus-admin")
+        assert detail.status_code == 200 and detail.json()["quota_set"]["key_pairs"]["limit"] == 77
+        assert sg.call("PUT", path, json={"quota_set": {"key_pairs": 78}}).status_code == 403
+        bad = sg.call("PUT", path, "isthmus-admin", json={"quota_set": {"key_pairs": "many"}})
+        assert bad.status_code == 400 and "key_pairs" in bad.text
+    finally:
+        assert sg.call("DELETE", path, "isthmus-admin").status_code == 202
+    assert sg.call("GET", path, "isthmus-admin").json()["quota_set"]["key_pairs"] != 77
+
+    # /limits?tenant_id: an admin reads the demo project's limits, usage summed over regions.
+    sid = sg.boot(name(), az=sg.layout.availability_zone(sg.sandbox.regions[-1])).json()["server"]["id"]
+    sg.wait(sid)
+    used = sum(sg.sandbox.connect(r, cloud="isthmus-admin").compute.get(f"/limits?tenant_id={project}")
+               .json()["limits"]["absolute"]["totalInstancesUsed"] for r in sg.sandbox.regions)
+    limits = sg.call("GET", f"/limits?tenant_id={project}", "isthmus-admin")
+    assert limits.status_code == 200 and limits.json()["limits"]["absolute"]["totalInstancesUsed"] == used >= 1
+    own = sg.call("GET", "/limits", "isthmus-admin").json()["limits"]["absolute"]["totalInstancesUsed"]
+    assert own != used or own == 0
+    sg.call("DELETE", f"/servers/{sid}")
