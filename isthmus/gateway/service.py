@@ -42,7 +42,7 @@ def build(conf):
     from isthmus.gateway import globals as global_objects
     global_objects.install(gateway, conf, engine, session)
     from isthmus.gateway import surface
-    surface.install(gateway)
+    surface.install(gateway, engine)
     return gateway
 
 

@@ -222,3 +222,5 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
     for job_type, handler in ((FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair),
                               (QUOTA_SYNC, sync_quota), (VOLUME_TYPE_SYNC, sync_volume_type)):
         registry.register(job_type, lambda ctx, h=handler: h(regions, ctx))
+    from isthmus.gateway import quota_sets  # per-user limits (?user_id)
+    quota_sets.register_handlers(registry, regions)

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from tests.integration.helpers import eventually
 from tests.integration.test_gateway import NONE_NET, cli, name
 from tests.integration.test_gateway_volumes import Volumes
 
@@ -266,6 +267,12 @@ def test_quota_defaults_user_quotas_and_limits_of_a_tenant(sg):
     project = sg.project()
     user = sg.conns["isthmus-demo"].current_user_id
     master = sg.sandbox.connect(master_region(sg.layout), cloud="isthmus-admin")
+    others = [r for r in sg.sandbox.regions if r != master_region(sg.layout)]
+
+    def regional_user_quota(region: str) -> int:
+        conn = sg.sandbox.connect(region, cloud="isthmus-admin")
+        return conn.compute.get(f"/os-quota-sets/{project}?user_id={user}").json()["quota_set"]["key_pairs"]
+
     defaults = sg.call("GET", f"/os-quota-sets/{project}/defaults")
     assert defaults.status_code == 200, defaults.text
     direct = master.compute.get(f"/os-quota-sets/{project}/defaults").json()["quota_set"]
@@ -282,9 +289,16 @@ def test_quota_defaults_user_quotas_and_limits_of_a_tenant(sg):
         assert sg.call("PUT", path, json={"quota_set": {"key_pairs": 78}}).status_code == 403
         bad = sg.call("PUT", path, "isthmus-admin", json={"quota_set": {"key_pairs": "many"}})
         assert bad.status_code == 400 and "key_pairs" in bad.text
+        odd = sg.call("GET", f"/os-quota-sets/{project}?user_id=a/b", "isthmus-admin")
+        assert odd.status_code == 400 and "user_id" in odd.json()["badRequest"]["message"]
+        # The user's limits reach every region (the job), so each region's Nova holds them too.
+        for region in others:
+            eventually(lambda r=region: regional_user_quota(r) == 77, what=f"user quota in {region}")
     finally:
         assert sg.call("DELETE", path, "isthmus-admin").status_code == 202
     assert sg.call("GET", path, "isthmus-admin").json()["quota_set"]["key_pairs"] != 77
+    for region in others:
+        eventually(lambda r=region: regional_user_quota(r) != 77, what=f"user quota gone in {region}")
 
     # /limits?tenant_id: an admin reads the demo project's limits, usage summed over regions.
     sid = sg.boot(name(), az=sg.layout.availability_zone(sg.sandbox.regions[-1])).json()["server"]["id"]
