@@ -104,8 +104,8 @@ class Aggregates:
         asked = self._uuid_call(call, await self.gateway.supported(COMPUTE))
         regions = await router.regions()
         replies = await asyncio.gather(*(self.gateway.fwd.forward(asked, r, "GET", call.rel_for("os-aggregates"),
-                                                               body=b"", query="",
-                                                               timeout=self.gateway.settings.list_timeout)
+                                                                  body=b"", query="",
+                                                                  timeout=self.gateway.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         items: list[dict] = []
         for region, reply in zip(regions, replies):
@@ -129,7 +129,7 @@ class Aggregates:
             raise Fault(404, f"Aggregate {number} could not be found.")
         pod = regions[row.pod_id]
         reply = await self.gateway.fwd.forward(call, pod.region_name, "GET",
-                                            call.rel_for("os-aggregates", str(row.bottom_id)), body=b"", query="")
+                                               call.rel_for("os-aggregates", str(row.bottom_id)), body=b"", query="")
         if reply.status == 404:  # its regional id must not show
             raise Fault(404, f"Aggregate {number} could not be found.")
         if reply.status != 200:

@@ -110,9 +110,9 @@ class Attachments:
 
     async def _find(self, call, attachment_id: str) -> str:
         regions = await self.gateway.router.regions()
-        replies = await asyncio.gather(*(self.gateway.fwd.forward(call, r, "GET", call.rel_for("attachments", attachment_id),
-                                                               body=b"", query="",
-                                                               timeout=self.gateway.settings.list_timeout)
+        path = call.rel_for("attachments", attachment_id)
+        replies = await asyncio.gather(*(self.gateway.fwd.forward(call, r, "GET", path, body=b"", query="",
+                                                                  timeout=self.gateway.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         down = []
         for region, reply in zip(regions, replies):
@@ -128,7 +128,7 @@ class Attachments:
     async def _list(self, call) -> web.StreamResponse:
         regions = await self.gateway.router.regions()
         replies = await asyncio.gather(*(self.gateway.fwd.forward(call, r, "GET", call.rel, body=b"",
-                                                               timeout=self.gateway.settings.list_timeout)
+                                                                  timeout=self.gateway.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         items: list[dict] = []
         for region, reply in zip(regions, replies):

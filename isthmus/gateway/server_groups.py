@@ -155,12 +155,12 @@ class ServerGroups:
         master = await self.gateway.router.master_region()
         # The caller must be able to see the group at the master before its copies go.
         seen = await self.gateway.fwd.forward(call, master, "GET", call.rel_for("os-server-groups", group_id),
-                                           body=b"", query="")
+                                              body=b"", query="")
         if seen.status != 200:
             return self.gateway.fwd.render(call, seen, master)
         for region, copy_id in (await self.gateway.router.copies(KIND, group_id)).items():
             reply = await self.gateway.fwd.forward(call, region, "DELETE", call.rel_for("os-server-groups", copy_id),
-                                                body=b"", query="")
+                                                   body=b"", query="")
             if reply.status not in (204, 404):
                 return self.gateway.fwd.render(call, reply, region)
             await self.gateway.router.forget_copy(KIND, group_id, region)
@@ -180,7 +180,7 @@ class ServerGroups:
         async def one(region: str, copy_id: str) -> tuple[str, ...]:
             try:
                 reply = await self.gateway.fwd.forward(call, region, "GET", call.rel_for("os-server-groups", copy_id),
-                                                    body=b"", query="", timeout=self.gateway.settings.list_timeout)
+                                                       body=b"", query="", timeout=self.gateway.settings.list_timeout)
             except Fault as err:
                 LOG.warning("%s: members of group %s in %s unknown: %s", call.request_id, group_id, region,
                             err.message)
@@ -213,8 +213,10 @@ class ServerGroups:
         """The id the hint must name in ``region`` (None: leave it as it is)."""
         master = await self.gateway.router.master_region()
         policy_call = await self._policy_call(call)
+        # A master that is down is a 503 here (creates read the flavor there too).
         reply = await self.gateway.fwd.forward(policy_call, master, "GET",
-                                            call.rel_for("os-server-groups", hint.group_id), body=b"", query="")
+                                               call.rel_for("os-server-groups", hint.group_id), body=b"", query="",
+                                               timeout=self.gateway.settings.list_timeout)
         if reply.status != 200:
             return None  # not a gateway group the caller can see: the region's Nova answers
         group = group_spec(reply.json())
@@ -247,7 +249,7 @@ class ServerGroups:
             known = (await self.gateway.router.copies(KIND, group_id)).get(region)
             if known:
                 reply = await self.gateway.fwd.forward(call, region, "GET", call.rel_for("os-server-groups", known),
-                                                    body=b"", query="")
+                                                       body=b"", query="")
                 if reply.status == 200:
                     return known
                 if reply.status != 404:
@@ -258,7 +260,7 @@ class ServerGroups:
                 await self.gateway.router.forget_copy(KIND, group_id, region)
             body = copy_body(group, call.version >= POLICY_VERSION)
             made = await self.gateway.fwd.forward(call, region, "POST", call.rel_for("os-server-groups"),
-                                               body=json.dumps(body).encode(), query="")
+                                                  body=json.dumps(body).encode(), query="")
             if made.status != 200:  # e.g. the region's server_groups quota (403)
                 raise Fault(made.status if 400 <= made.status < 500 else 503,
                             f"Server group {group_id} could not be copied to region {region}: "
@@ -277,7 +279,7 @@ class ServerGroups:
     async def _drop(self, call, region: str, copy_id: str) -> None:
         try:
             await self.gateway.fwd.forward(call, region, "DELETE", call.rel_for("os-server-groups", copy_id),
-                                        body=b"", query="")
+                                           body=b"", query="")
         except Fault:
             LOG.error("%s: unrecorded copy %s in %s could not be deleted", call.request_id, copy_id, region)
 
