@@ -4,11 +4,9 @@ Nova keeps a project's limits and, beside them, limits of one user inside the
 project. Reads (``/defaults``, ``?user_id=``, ``/detail?user_id=``, ``/limits?
 tenant_id=``) go to the master (usage summed over regions); a write of a user's
 limits goes to the master too, and then this job gives each region the same user
-limits, so each region's Nova holds them for what is created there (the gateway's
-global check counts the project's limits across regions). The job sets only the
-keys the write named, with the values the master then holds, and a ``DELETE``
-(back to the project's limits) is a ``DELETE`` in each region: idempotent, retried
-while a region is unreachable.
+limits (``isthmus.gateway.sync.sync_user_quota``), so each region's Nova holds
+them for what is created there (the gateway's global check counts the project's
+limits across regions).
 """
 
 from __future__ import annotations
@@ -17,13 +15,13 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs
 
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.sync import USER_QUOTA_SYNC
 
 LOG = logging.getLogger(__name__)
 
-USER_QUOTA_SYNC = "gateway_user_quota_sync"
 # Keystone ids (32 hex) and LDAP-backed ones: nothing that could leave the query.
 _USER_ID = re.compile(r"^[A-Za-z0-9._@-]{1,255}$")
 
@@ -59,26 +57,6 @@ def job_resource(write: UserQuotaWrite) -> str:
     return f"{write.project_id}/{write.user_id}"
 
 
-def sync_user_quota(regions, ctx) -> None:
-    """Each region gets the user's limits the master holds for the keys written
-    (or none, after a DELETE)."""
-    from isthmus.gateway.sync import _ok, _targets
-
-    master, others = _targets(regions, ctx)
-    project, _, user = ctx.resource_id.partition("/")
-    path = f"/os-quota-sets/{quote(project, safe='')}?user_id={quote(user, safe='')}"
-    if ctx.payload.get("deleted"):
-        for region in others:
-            _ok(regions.call("DELETE", region, "compute", path), 202, 204, 404)
-        return
-    held = _ok(regions.call("GET", master, "compute", path), 200).json()["quota_set"]
-    wanted = {k: held[k] for k in ctx.payload.get("keys") or () if isinstance(held.get(k), int)}
-    if not wanted:
-        return
-    for region in others:
-        _ok(regions.call("PUT", region, "compute", path, json={"quota_set": wanted}), 200)
-
-
 def checked_user_id(query_string: str) -> None:
     """A ``user_id`` query parameter that is not a user id: 400 naming it, before any region."""
     for user in parse_qs(query_string, keep_blank_values=True).get("user_id") or ():
@@ -106,7 +84,3 @@ def install(gateway, engine) -> None:
 
     gateway.local_handlers[("compute", "os-quota-sets")] = quota_sets
     gateway.write_hooks.setdefault(("compute", "os-quota-sets"), []).append(user_quotas)
-
-
-def register_handlers(registry, regions) -> None:
-    registry.register(USER_QUOTA_SYNC, lambda ctx: sync_user_quota(regions, ctx))

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from isthmus.gateway.faults import Fault
-from isthmus.gateway.quota_sets import UserQuotaWrite, checked_user_id, sync_user_quota, user_quota_write
+from isthmus.gateway.quota_sets import UserQuotaWrite, checked_user_id, user_quota_write
+from isthmus.gateway.sync import sync_user_quota
 from isthmus.jobs import JobContext
 from tests.unit.gateway.test_sync import Resp
 
