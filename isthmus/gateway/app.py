@@ -27,7 +27,7 @@ from isthmus.gateway.faults import Fault
 from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.idempotency import CreateLedger
 from isthmus.gateway.lists import MergedLists
-from isthmus.gateway.members import ConfirmAbsent, MemberCalls
+from isthmus.gateway.members import ConfirmAbsent, MemberCalls, RewriteReply
 from isthmus.gateway.pools import BoundedPool
 from isthmus.gateway.proxy import Upstream
 from isthmus.gateway.routing import Router
@@ -70,6 +70,10 @@ class Gateway:
     @property
     def rewrite_create(self) -> list[RewriteCreate]:
         return self.creates.rewrite_create
+
+    @property
+    def rewrite_reply(self) -> list[RewriteReply]:
+        return self.members.rewrite_reply
 
     @property
     def confirm_absent(self) -> ConfirmAbsent | None:

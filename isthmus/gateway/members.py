@@ -21,6 +21,7 @@ LOG = logging.getLogger(__name__)
 
 # (api name, region, path) -> whether the object is gone, asked with service credentials.
 ConfirmAbsent = Callable[[str, str, str], Awaitable[bool]]
+RewriteReply = Callable[[Call, Routed, Reply], Awaitable[Reply]]
 
 
 class MemberCalls:
@@ -31,6 +32,8 @@ class MemberCalls:
         # A 404 through the caller's token may only mean "not yours": only this
         # (service credentials) may confirm an object is gone.
         self.confirm_absent: ConfirmAbsent | None = None
+        # Rewrite a region's reply before it is rendered (e.g. a copy's id back to the gateway's).
+        self.rewrite_reply: list[RewriteReply] = []
 
     async def handle(self, call: Call, spec: Routed) -> web.Response:
         segs = call.segments
@@ -48,6 +51,8 @@ class MemberCalls:
         reply = await self.fwd.forward(call, region, call.method, call.rel, unavailable=(spec, resource_id))
         if reply.status == 404 and len(segs) == 2 and call.method in ("GET", "PUT", "DELETE"):
             await self._forget_if_gone(call, spec, resource_id, region)
+        for rewrite in self.rewrite_reply:
+            reply = await rewrite(call, spec, reply)
         return self.fwd.render(call, reply, region, spec)
 
     async def _forget_if_gone(self, call: Call, spec: Routed, resource_id: str, region: str) -> None:

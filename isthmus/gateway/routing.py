@@ -174,6 +174,11 @@ class Router:
                 raise
             return row.bottom_id
 
+    async def top_of(self, kind: str, bottom_id: str) -> str | None:
+        """The gateway id a regional copy stands for (None: not a recorded copy)."""
+        rows = await self._db(self.registry.list_routings, {"bottom_id": bottom_id, "resource_type": kind}, 1)
+        return rows[0].top_id if rows else None
+
     async def forget_copy(self, kind: str, top_id: str, region: str) -> None:
         pod = await self.pod(region)
         if pod is not None:

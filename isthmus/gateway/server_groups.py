@@ -31,12 +31,14 @@ from aiohttp import web
 
 from isthmus.gateway.apis import COMPUTE, Routed
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.proxy import Reply
 
 LOG = logging.getLogger(__name__)
 
 KIND = "server_group"
 HINT_KEYS = ("os:scheduler_hints", "OS-SCH-HNT:scheduler_hints")
 POLICY_VERSION = (2, 64)  # "policy" and "rules" instead of the "policies" list
+SERVER_GROUPS_VERSION = (2, 71)  # a server shows the groups it is in
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 
 
@@ -114,10 +116,34 @@ class ServerGroups:
     def __init__(self, gateway) -> None:
         self.gateway = gateway
         self._making: dict[tuple[str, str], asyncio.Lock] = {}
+        self._tops: dict[str, str] = {}  # copy id -> gateway id (a copy's id never changes)
 
     def install(self) -> None:
         self.gateway.local_handlers[("compute", "os-server-groups")] = self.handle
         self.gateway.rewrite_create.append(self.rewrite_hint)
+        self.gateway.rewrite_reply.append(self.server_groups_of_server)
+
+    # --- a server's own view (2.71+: "server_groups") --------------------------------------
+    async def server_groups_of_server(self, call, spec: Routed, reply: Reply) -> Reply:
+        """A server shows the gateway's group id, not its region's copy."""
+        if (spec.kind != "server" or call.version < SERVER_GROUPS_VERSION or not 200 <= reply.status < 300
+                or not reply.is_json or b'"server_groups"' not in reply.body):
+            return reply
+        doc = reply.json()
+        server = doc.get("server") if isinstance(doc, dict) else None
+        shown = server.get("server_groups") if isinstance(server, dict) else None
+        if not isinstance(shown, list) or not shown:
+            return reply
+        server["server_groups"] = [await self._top_of(g) if isinstance(g, str) else g for g in shown]
+        return dataclasses.replace(reply, body=json.dumps(doc).encode())
+
+    async def _top_of(self, group_id: str) -> str:
+        if group_id not in self._tops:
+            top = await self.gateway.router.top_of(KIND, group_id)
+            if top is None:
+                return group_id  # the master's own group (or one made in the region)
+            self._tops[group_id] = top
+        return self._tops[group_id]
 
     # --- os-server-groups ------------------------------------------------------------
     async def handle(self, call) -> web.StreamResponse:

@@ -90,6 +90,10 @@ def test_server_group_hint_works_in_every_region_and_policy_holds_in_each(sg):
     listed = next(g for g in sg.call("GET", "/os-server-groups").json()["server_groups"] if g["id"] == gid)
     assert set(members.values()) <= set(listed["members"])
     assert copy_id not in {g["id"] for g in sg.call("GET", "/os-server-groups").json()["server_groups"]}
+    # A server shows the gateway's group id (2.71), in every region.
+    for sid in members.values():
+        own = sg.call("GET", f"/servers/{sid}", headers={"OpenStack-API-Version": "compute 2.71"})
+        assert own.json()["server"]["server_groups"] == [gid]
 
     for sid in [*members.values(), second.json()["server"]["id"]]:
         sg.call("DELETE", f"/servers/{sid}")

@@ -29,6 +29,9 @@ def test_first_recorded_copy_wins_and_is_forgotten_per_region(tmp_path):
         assert await r.record_copy("server_group", "g", "copy-c", "RegionOne", "p") == "copy-c"
         assert await r.copies("server_group", "g") == {"RegionTwo": "copy-a", "RegionOne": "copy-c"}
         assert await r.copies("server", "g") == {}  # kinds are apart
+        assert await r.top_of("server_group", "copy-a") == "g"
+        assert await r.top_of("server_group", "copy-b") is None  # the loser was never recorded
+        assert await r.top_of("server", "copy-a") is None
         await r.forget_copy("server_group", "g", "RegionTwo")
         assert await r.copies("server_group", "g") == {"RegionOne": "copy-c"}
         r.close()
