@@ -113,6 +113,14 @@ def test_affinity_group_keeps_to_one_region(sg):
     assert refused.status_code == 409 and regions[1] in refused.json()["conflictingRequest"]["message"]
     again = boot_in_group(sg, sg.layout.availability_zone(regions[1]), gid)
     assert again.status_code == 202 and settled(sg, again.json()["server"]["id"]) == "ACTIVE"
+    # A copy deleted in its region behind the gateway's back is made again on the next boot.
+    (old,) = [r.bottom_id for r in sg.registry().routings_of(gid, "server_group")]
+    sg.sandbox.connect(regions[1], cloud="isthmus-admin").compute.delete_server_group(old)
+    third = boot_in_group(sg, sg.layout.availability_zone(regions[1]), gid)
+    assert third.status_code == 202 and settled(sg, third.json()["server"]["id"]) == "ACTIVE", third.text
+    (new,) = [r.bottom_id for r in sg.registry().routings_of(gid, "server_group")]
+    assert new != old and third.json()["server"]["id"] in sg.call("GET", f"/os-server-groups/{gid}").json()[
+        "server_group"]["members"]
 
 
 def test_group_hint_malformed_is_400_and_foreign_groups_are_not_touched(sg):
