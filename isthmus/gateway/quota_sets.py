@@ -1,12 +1,12 @@
 """Per-user quotas (``os-quota-sets/{project}?user_id=``) in every region.
 
 Nova keeps a project's limits and, beside them, limits of one user inside the
-project. Reads (``/defaults``, ``?user_id=``, ``/detail?user_id=``, ``/limits?
-tenant_id=``) go to the master (usage summed over regions); a write of a user's
-limits goes to the master too, and then this job gives each region the same user
-limits (``isthmus.gateway.sync.sync_user_quota``), so each region's Nova holds
-them for what is created there (the gateway's global check counts the project's
-limits across regions).
+project. Reads (``/defaults``, ``?user_id=``, ``/detail?user_id=``,
+``/limits?tenant_id=``, Cinder's ``?usage=true``) go to the master, with usage
+summed over regions; a write of a user's limits goes to the master too, then a
+job gives each region the same user limits (``sync.sync_user_quota``), so each
+region's Nova holds them for what is created there (the gateway's global check
+counts the project's limits across regions).
 """
 
 from __future__ import annotations
@@ -64,10 +64,27 @@ def checked_user_id(query_string: str) -> None:
             raise Fault(400, f"Invalid input for field/attribute user_id: {user!r} is not a user id.")
 
 
+def wants_usage(query_string: str) -> bool:
+    """Cinder's ``?usage=true`` (its quota detail); Cinder answers a malformed value itself."""
+    from oslo_utils import strutils
+
+    values = parse_qs(query_string, keep_blank_values=True).get("usage") or ["false"]
+    return strutils.bool_from_string(values[-1])
+
+
 def install(gateway, engine) -> None:
+    from isthmus.gateway.quotas import QuotaGuard, Reservations
     from isthmus.jobs import JobStore
 
     store = JobStore(engine)
+    # Only its usage_summed (Cinder's usage view, as Nova's /detail); admission is globals'.
+    usage = QuotaGuard(gateway.settings, gateway.router, gateway.fwd, gateway.background, Reservations(engine))
+    handle_volume_quota_sets = gateway.local_handlers.get(("volume", "os-quota-sets"), gateway.to_master)
+
+    async def volume_quota_sets(call):
+        if call.method == "GET" and len(call.segments) == 2 and wants_usage(call.request.query_string):
+            return await usage.usage_summed(call, "quota_set")
+        return await handle_volume_quota_sets(call)
     handle_quota_sets = gateway.local_handlers.get(("compute", "os-quota-sets"), gateway.to_master)
 
     async def quota_sets(call):
@@ -83,4 +100,5 @@ def install(gateway, engine) -> None:
                                                   "deleted": write.deleted})
 
     gateway.local_handlers[("compute", "os-quota-sets")] = quota_sets
+    gateway.local_handlers[("volume", "os-quota-sets")] = volume_quota_sets
     gateway.write_hooks.setdefault(("compute", "os-quota-sets"), []).append(user_quotas)

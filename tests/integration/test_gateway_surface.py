@@ -322,3 +322,27 @@ def test_quota_defaults_user_quotas_and_limits_of_a_tenant(sg):
     own = sg.call("GET", "/limits", "isthmus-admin").json()["limits"]["absolute"]["totalInstancesUsed"]
     assert own != used or own == 0
     sg.call("DELETE", f"/servers/{sid}")
+
+
+def test_cinder_quota_usage_sums_over_regions_and_defaults_are_the_masters(sg):
+    from isthmus.sandbox.gateway import master_region
+
+    project = sg.project()
+    made = [sg.create_volume(az=sg.layout.availability_zone(r)) for r in sg.sandbox.regions]
+    for volume in made:
+        sg.wait_volume(volume["id"])
+    try:
+        path = f"/os-quota-sets/{project}?usage=True"
+        direct = sum(sg.sandbox.connect(r).block_storage.get(path).json()["quota_set"]["volumes"]["in_use"]
+                     for r in sg.sandbox.regions)
+        merged = sg.vcall("GET", path)
+        assert merged.status_code == 200, merged.text
+        assert merged.json()["quota_set"]["volumes"]["in_use"] == direct >= len(made)
+        assert isinstance(sg.vcall("GET", f"/os-quota-sets/{project}").json()["quota_set"]["volumes"], int)
+        defaults = sg.vcall("GET", f"/os-quota-sets/{project}/defaults")
+        master = sg.sandbox.connect(master_region(sg.layout)).block_storage
+        assert defaults.status_code == 200
+        assert defaults.json()["quota_set"] == master.get(f"/os-quota-sets/{project}/defaults").json()["quota_set"]
+    finally:
+        for volume in made:
+            sg.vcall("DELETE", f"/volumes/{volume['id']}")

@@ -82,3 +82,11 @@ def test_job_sets_the_written_keys_in_every_other_region_then_deletes():
     sync_user_quota(regions, ctx({"deleted": True}))
     assert regions.users["RegionTwo"] == {} and regions.users["RegionThree"] == {}
     assert regions.users["RegionOne"] == {"instances": 3}  # the master is the gateway's write, not the job's
+
+
+@pytest.mark.parametrize("query, wanted", [("usage=True", True), ("usage=true", True), ("usage=1", True),
+                                           ("usage=False", False), ("", False), ("usage=x", False)])
+def test_wants_usage(query, wanted):
+    from isthmus.gateway.quota_sets import wants_usage
+
+    assert wants_usage(query) is wanted
