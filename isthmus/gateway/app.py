@@ -18,8 +18,8 @@ from aiohttp import web
 from isthmus.gateway import faults, microversion
 from isthmus.gateway.apis import COMPUTE, VOLUME, Api
 from isthmus.gateway.auth import Unauthorized
-from isthmus.gateway.call import (REQUEST_ID, BeforeCreate, Call, Handler, Hook, Settings, match_api, read_body,
-                                  split_project)
+from isthmus.gateway.call import (REQUEST_ID, BeforeCreate, Call, Handler, Hook, RewriteCreate, Settings, match_api,
+                                  read_body, split_project)
 from isthmus.gateway.catalog import Catalog
 from isthmus.gateway.creates import Creates
 from isthmus.gateway.events import external_events
@@ -27,7 +27,7 @@ from isthmus.gateway.faults import Fault
 from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.idempotency import CreateLedger
 from isthmus.gateway.lists import MergedLists
-from isthmus.gateway.members import ConfirmAbsent, MemberCalls
+from isthmus.gateway.members import ConfirmAbsent, MemberCalls, RewriteReply
 from isthmus.gateway.pools import BoundedPool
 from isthmus.gateway.proxy import Upstream
 from isthmus.gateway.routing import Router
@@ -66,6 +66,14 @@ class Gateway:
     @property
     def before_create(self) -> list[BeforeCreate]:
         return self.creates.before_create
+
+    @property
+    def rewrite_create(self) -> list[RewriteCreate]:
+        return self.creates.rewrite_create
+
+    @property
+    def rewrite_reply(self) -> list[RewriteReply]:
+        return self.members.rewrite_reply
 
     @property
     def confirm_absent(self) -> ConfirmAbsent | None:

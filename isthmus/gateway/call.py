@@ -72,6 +72,8 @@ class Call:
 Hook = Callable[[Call, str, Reply], Awaitable[None]]
 # A check run before a create is forwarded: (call, spec, region, the object's body).
 BeforeCreate = Callable[[Call, Routed, str, dict], Awaitable[None]]
+# Rewrites a create's body for the chosen region (e.g. a server group hint): body in, body out.
+RewriteCreate = Callable[[Call, Routed, str, bytes], Awaitable[bytes]]
 Handler = Callable[[Call], Awaitable[web.StreamResponse]]
 
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from isthmus.gateway.apis import Routed
-from isthmus.gateway.call import BeforeCreate, Call, Settings
+from isthmus.gateway.call import BeforeCreate, Call, RewriteCreate, Settings
 from isthmus.gateway.faults import Fault
 from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.idempotency import ClaimState, CreateLedger, StoredReply, create_key, kept_headers, scrub
@@ -55,6 +55,8 @@ class Creates:
         # Checks before forwarding (quota, image copies, ...). One may return an
         # object with ``settle(created)``, called once the region has answered.
         self.before_create: list[BeforeCreate] = []
+        # Body rewriters for the chosen region (e.g. a server group hint): body in, body out.
+        self.rewrite_create: list[RewriteCreate] = []
         self._inflight: dict[str, asyncio.Task] = {}
         self._zones: dict[tuple[str, str], tuple[float, str]] = {}
 
@@ -142,6 +144,8 @@ class Creates:
                 ticket = await check(call, spec, region, obj)
                 if ticket is not None:
                     pending.append(ticket)
+            for rewrite in self.rewrite_create:
+                body = await rewrite(call, spec, region, body)
             try:
                 reply = await self.fwd.forward(call, region, "POST", call.rel, body=body)
             except Fault as fault:

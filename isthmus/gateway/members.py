@@ -21,6 +21,7 @@ LOG = logging.getLogger(__name__)
 
 # (api name, region, path) -> whether the object is gone, asked with service credentials.
 ConfirmAbsent = Callable[[str, str, str], Awaitable[bool]]
+RewriteReply = Callable[[Call, Routed, Reply], Awaitable[Reply]]
 
 
 class MemberCalls:
@@ -31,6 +32,8 @@ class MemberCalls:
         # A 404 through the caller's token may only mean "not yours": only this
         # (service credentials) may confirm an object is gone.
         self.confirm_absent: ConfirmAbsent | None = None
+        # Rewrite a region's reply before it is rendered (e.g. a copy's id back to the gateway's).
+        self.rewrite_reply: list[RewriteReply] = []
 
     async def handle(self, call: Call, spec: Routed) -> web.Response:
         segs = call.segments
@@ -42,11 +45,14 @@ class MemberCalls:
             return await self._deleted_server_actions(call, spec, resource_id)
         if region is None:
             raise Fault(404, f"{spec.label} {resource_id} could not be found.")
-        if spec.kind == "server" and len(segs) == 3 and segs[2] == "os-volume_attachments" and call.method == "POST":
+        if spec.kind == "server" and (len(segs), call.method) in ((3, "POST"), (4, "PUT")) and (
+                segs[2] == "os-volume_attachments"):  # attach, swap
             await self._check_attach(call, region)
         reply = await self.fwd.forward(call, region, call.method, call.rel, unavailable=(spec, resource_id))
         if reply.status == 404 and len(segs) == 2 and call.method in ("GET", "PUT", "DELETE"):
             await self._forget_if_gone(call, spec, resource_id, region)
+        for rewrite in self.rewrite_reply:
+            reply = await rewrite(call, spec, reply)
         return self.fwd.render(call, reply, region, spec)
 
     async def _forget_if_gone(self, call: Call, spec: Routed, resource_id: str, region: str) -> None:
@@ -69,6 +75,8 @@ class MemberCalls:
             volume_id = json.loads(call.body)["volumeAttachment"]["volumeId"]
         except (ValueError, KeyError, TypeError):
             return  # the region answers with its own 400
+        if not isinstance(volume_id, str):
+            return  # Nova's schema answers 400 naming volumeId
         volume_region = await self.router.region_of("volume", str(volume_id))
         if volume_region is None:
             raise Fault(404, f"Volume {volume_id} could not be found.")

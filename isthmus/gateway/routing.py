@@ -14,7 +14,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from isthmus.registry import Pod, Registry
+from isthmus.registry import Conflict, NotFound, Pod, Registry, Routing
 from isthmus.registry.bindings import Bindings
 from isthmus.gateway.faults import Fault
 
@@ -151,6 +151,51 @@ class Router:
     async def forget(self, kind: str, resource_id: str) -> None:
         self._cache.pop((kind, resource_id), None)
         await self._db(self.registry.forget, resource_id, kind)
+
+    # --- regional copies of a gateway object (top id -> one id per region) --------
+    async def copies(self, kind: str, top_id: str) -> dict[str, str]:
+        """Region -> regional id of each recorded copy of ``top_id``."""
+        rows = await self._db(self.registry.routings_of, top_id, kind)
+        regions = {p.pod_id: p.region_name for p in await self.pods()}
+        return {regions[r.pod_id]: r.bottom_id for r in rows if r.pod_id in regions and r.bottom_id}
+
+    async def record_copy(self, kind: str, top_id: str, bottom_id: str, region: str, project_id: str) -> str:
+        """Record a copy unless another process recorded one first (the unique key
+        (top_id, pod, kind) decides); returns the regional id that won."""
+        pod = await self.pod(region)
+        if pod is None:
+            raise LookupError(f"region {region} is not a registered pod")
+        try:
+            await self._db(self.registry.create_routing, top_id, bottom_id, pod.pod_id, project_id or "-", kind)
+            return bottom_id
+        except Conflict:
+            row = await self._db(self.registry.find_routing, top_id, pod.pod_id, kind)
+            if row is None or not row.bottom_id:
+                raise
+            return row.bottom_id
+
+    async def top_of(self, kind: str, bottom_id: str) -> str | None:
+        """The gateway id a regional copy stands for (None: not a recorded copy)."""
+        rows = await self._db(self.registry.list_routings, {"bottom_id": bottom_id, "resource_type": kind}, 1)
+        return rows[0].top_id if rows else None
+
+    async def forget_copy(self, kind: str, top_id: str, region: str) -> None:
+        pod = await self.pod(region)
+        if pod is not None:
+            await self._db(self.registry.forget, top_id, kind, pod.pod_id)
+
+    async def ensure_copy(self, kind: str, top_id: str, bottom_id: str, region: str) -> Routing:
+        """The routing row of a copy, created if missing (its id is a stable number)."""
+        pod = await self.pod(region)
+        if pod is None:
+            raise LookupError(f"region {region} is not a registered pod")
+        return await self._db(self.registry.ensure_routing, top_id, bottom_id, pod.pod_id, "-", kind)
+
+    async def routing(self, routing_id: int) -> Routing | None:
+        try:
+            return await self._db(self.registry.get_routing, routing_id)
+        except NotFound:
+            return None
 
     async def drain(self) -> None:
         """Wait for background routing writes (tests, shutdown)."""

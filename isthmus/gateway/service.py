@@ -41,6 +41,8 @@ def build(conf):
                       ledger)
     from isthmus.gateway import globals as global_objects
     global_objects.install(gateway, conf, engine, session)
+    from isthmus.gateway import surface
+    surface.install(gateway, engine)
     return gateway
 
 

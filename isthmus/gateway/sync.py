@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from urllib.parse import quote
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
@@ -25,6 +26,7 @@ FLAVOR_SYNC = "gateway_flavor_sync"
 KEYPAIR_SYNC = "gateway_keypair_sync"
 QUOTA_SYNC = "gateway_quota_sync"
 VOLUME_TYPE_SYNC = "gateway_volume_type_sync"
+USER_QUOTA_SYNC = "gateway_user_quota_sync"  # one user's limits in a project (quota_sets.py)
 AUTH_GROUP = "isthmus_service"
 VOLUME_TYPES = ("block-storage", "volumev3", "volume")
 FLAVOR_FIELDS = ("name", "ram", "vcpus", "disk", "OS-FLV-EXT-DATA:ephemeral", "swap", "rxtx_factor",
@@ -188,6 +190,24 @@ def sync_quota(regions: Regions, ctx: JobContext) -> None:
                          json={"quota_set": limits}), 200)
 
 
+def sync_user_quota(regions: Regions, ctx: JobContext) -> None:
+    """Each region gets the user's limits (``?user_id=``) the master holds for the
+    keys the write named, or none after a DELETE (back to the project's limits)."""
+    master, others = _targets(regions, ctx)
+    project, _, user = ctx.resource_id.partition("/")
+    path = f"/os-quota-sets/{quote(project, safe='')}?user_id={quote(user, safe='')}"
+    if ctx.payload.get("deleted"):
+        for region in others:
+            _ok(regions.call("DELETE", region, "compute", path), 202, 204, 404)
+        return
+    held = _ok(regions.call("GET", master, "compute", path), 200).json()["quota_set"]
+    wanted = {k: held[k] for k in ctx.payload.get("keys") or () if isinstance(held.get(k), int)}
+    if not wanted:
+        return
+    for region in others:
+        _ok(regions.call("PUT", region, "compute", path, json={"quota_set": wanted}), 200)
+
+
 def sync_volume_type(regions: Regions, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     got = _ok(regions.call("GET", master, "volume", f"/types/{ctx.resource_id}"), 200, 404)
@@ -220,5 +240,6 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
         register_auth_opts(conf, AUTH_GROUP)
     regions = Regions(conf)
     for job_type, handler in ((FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair),
-                              (QUOTA_SYNC, sync_quota), (VOLUME_TYPE_SYNC, sync_volume_type)):
+                              (QUOTA_SYNC, sync_quota), (VOLUME_TYPE_SYNC, sync_volume_type),
+                              (USER_QUOTA_SYNC, sync_user_quota)):
         registry.register(job_type, lambda ctx, h=handler: h(regions, ctx))

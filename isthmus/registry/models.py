@@ -13,6 +13,9 @@ RESOURCE_TYPES = (
     "floatingip", "trunk", "qos_policy",
     # The gateway's id -> region table (top id == bottom id).
     "server", "volume", "snapshot", "backup",
+    # The gateway's per-region copies: a server group's copy (top = the master's
+    # group id) and an aggregate's number in the merged view (top = its uuid).
+    "server_group", "aggregate",
 )
 
 

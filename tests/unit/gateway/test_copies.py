@@ -1,0 +1,52 @@
+"""Regional copies in the routing table: one per (top id, region), the first recorded wins."""
+
+from __future__ import annotations
+
+import asyncio
+
+from isthmus.db import make_engine
+from isthmus.gateway.routing import Router
+from isthmus.registry import Registry, create_schema
+
+
+def router(tmp_path) -> Router:
+    engine = make_engine(f"sqlite:///{tmp_path / 'isthmus.sqlite'}")
+    create_schema(engine)
+    registry = Registry(engine)
+    registry.ensure_pod("CentralRegion")
+    for region, az in (("RegionOne", "az1"), ("RegionTwo", "az2")):
+        registry.ensure_pod(region, az)
+    return Router(registry, "CentralRegion")
+
+
+def test_first_recorded_copy_wins_and_is_forgotten_per_region(tmp_path):
+    async def run():
+        r = router(tmp_path)
+        assert await r.copies("server_group", "g") == {}
+        assert await r.record_copy("server_group", "g", "copy-a", "RegionTwo", "p") == "copy-a"
+        # Another process made a second copy meanwhile: it learns the recorded one.
+        assert await r.record_copy("server_group", "g", "copy-b", "RegionTwo", "p") == "copy-a"
+        assert await r.record_copy("server_group", "g", "copy-c", "RegionOne", "p") == "copy-c"
+        assert await r.copies("server_group", "g") == {"RegionTwo": "copy-a", "RegionOne": "copy-c"}
+        assert await r.copies("server", "g") == {}  # kinds are apart
+        assert await r.top_of("server_group", "copy-a") == "g"
+        assert await r.top_of("server_group", "copy-b") is None  # the loser was never recorded
+        assert await r.top_of("server", "copy-a") is None
+        await r.forget_copy("server_group", "g", "RegionTwo")
+        assert await r.copies("server_group", "g") == {"RegionOne": "copy-c"}
+        r.close()
+    asyncio.run(run())
+
+
+def test_ensure_copy_numbers_are_stable(tmp_path):
+    async def run():
+        r = router(tmp_path)
+        first = await r.ensure_copy("aggregate", "uuid-1", "1", "RegionOne")
+        other = await r.ensure_copy("aggregate", "uuid-2", "1", "RegionTwo")
+        assert first.id != other.id
+        assert (await r.ensure_copy("aggregate", "uuid-1", "1", "RegionOne")).id == first.id
+        found = await r.routing(first.id)
+        assert found is not None and found.resource_type == "aggregate" and found.bottom_id == "1"
+        assert await r.routing(10_000) is None
+        r.close()
+    asyncio.run(run())
