@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from urllib.parse import urlsplit
+
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -110,10 +112,13 @@ class Upstream:
             await self._session.close()
             self._session = None
 
-    def breaker(self, region: str) -> Breaker:
-        if region not in self._breakers:
-            self._breakers[region] = Breaker(cooldown=self._cooldown)
-        return self._breakers[region]
+    def breaker(self, region: str, url: str) -> Breaker:
+        """One breaker per service of a region (its host:port): a hung nova-api must
+        not fail the same region's Cinder calls fast."""
+        key = f"{region} {urlsplit(url).netloc}"
+        if key not in self._breakers:
+            self._breakers[key] = Breaker(cooldown=self._cooldown)
+        return self._breakers[key]
 
     async def request(self, region: str, method: str, url: str, headers: Mapping[str, str],
                       body: bytes | None, timeout: float, stream_over: int = 0) -> Reply:
@@ -121,11 +126,11 @@ class Upstream:
         that many bytes comes back as ``Reply.stream`` (the region's slot is held
         until the stream is consumed) instead of being read into memory."""
         assert self._session is not None, "Upstream.start() was not called"
-        breaker = self.breaker(region)
+        breaker = self.breaker(region, url)
         wait = breaker.admit()
         if wait:
             raise RegionUnavailable(region, f"failed moments ago; not asked for another {wait:.0f}s")
-        slots = self._slots.setdefault(region, asyncio.Semaphore(self._per_region))
+        slots = self._slots.setdefault(f"{region} {urlsplit(url).netloc}", asyncio.Semaphore(self._per_region))
         try:
             await asyncio.wait_for(slots.acquire(), self._queue_wait)
         except asyncio.TimeoutError:

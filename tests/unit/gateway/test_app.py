@@ -240,7 +240,7 @@ async def test_a_hung_region_costs_one_timeout_then_nothing(env):
     routed = await client.get(f"/compute/v2.1/servers/{s2['id']}", headers=USER)
     assert routed.status == 503
     assert time.monotonic() - started < gateway.settings.list_timeout  # no second timeout spent on it
-    assert gateway.upstream.breaker("RegionTwo").open_for() > 0 and not gateway.upstream.breaker("RegionOne").open_for()
+    assert gateway.upstream.breaker("RegionTwo", two.base).open_for() > 0 and not gateway.upstream.breaker("RegionOne", one.base).open_for()
 
 
 def test_quota_counts_an_unreachable_region_as_last_seen_or_refuses():
@@ -295,7 +295,7 @@ async def test_after_the_cooldown_one_trial_call_goes_to_a_hung_region_not_every
     two.hang = 0.0
     await asyncio.sleep(0.6)
     assert (await client.get(f"/compute/v2.1/servers/{s2['id']}", headers=USER)).status == 200  # closed again
-    assert not gateway.upstream.breaker("RegionTwo").open_for()
+    assert not gateway.upstream.breaker("RegionTwo", two.base).open_for()
 
 
 async def test_a_large_reply_is_streamed_with_its_links_rewritten(env):

@@ -47,7 +47,7 @@ async def test_a_retry_after_a_create_that_timed_out_finds_the_server_instead_of
         assert first.status == 503 and len(one.servers) == 1  # the region made it; the answer came too late
         created = next(iter(one.servers))
         one.reply_delay = 0.0
-        gateway.upstream.breaker("RegionOne").succeeded()  # the timeout opened it; not what is tested here
+        gateway.upstream.breaker("RegionOne", one.base).succeeded()  # the timeout opened it; not what is tested here
         retry = await client.post("/compute/v2.1/servers", headers=headers, json=body)
         assert retry.status == 202 and (await retry.json())["server"]["id"] == created
         assert len(one.servers) == 1
