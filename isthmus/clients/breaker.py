@@ -9,6 +9,9 @@ the breaker, failure opens it for another cooldown). Without this, every caller
 waiting on a still-sick region would go through at once and each hang on it
 again. A trial that never reports (its caller was cancelled) is given up after
 ``trial_timeout``, so a lost verdict cannot keep the breaker open for ever.
+
+``threshold`` consecutive failures open it (1: the first). A busy service that
+answers one call late is not a sick one; a hung one fails every call.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class Breaker:
     cooldown: float = DEFAULT_COOLDOWN
     clock: Callable[[], float] = time.monotonic
     trial_timeout: float = DEFAULT_TRIAL_TIMEOUT
+    threshold: int = 1
+    _failures: int = field(default=0, init=False)
     _open_until: float = field(default=float("-inf"), init=False)
     _trial_since: float | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -62,11 +67,16 @@ class Breaker:
 
     def failed(self) -> None:
         with self._lock:
-            self._open_until = self.clock() + self.cooldown
+            self._failures += 1
+            # A failed trial re-opens at once; a closed breaker waits for the threshold.
+            if self._trial_since is not None or self._open_until != float("-inf") \
+                    or self._failures >= self.threshold:
+                self._open_until = self.clock() + self.cooldown
             self._trial_since = None
 
     def succeeded(self) -> None:
         with self._lock:
+            self._failures = 0
             self._open_until = float("-inf")
             self._trial_since = None
 

@@ -92,10 +92,11 @@ class Upstream:
     call is the trial, and only its success lets the others through)."""
 
     def __init__(self, connection_limit: int = 200, per_region_limit: int = 50,
-                 breaker_cooldown: float = 10.0, queue_wait: float = 1.0) -> None:
+                 breaker_cooldown: float = 10.0, queue_wait: float = 1.0, breaker_threshold: int = 3) -> None:
         self._limit = connection_limit
         self._per_region = per_region_limit
         self._cooldown = breaker_cooldown
+        self._threshold = breaker_threshold
         self._queue_wait = queue_wait
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._breakers: dict[str, Breaker] = {}
@@ -117,7 +118,7 @@ class Upstream:
         not fail the same region's Cinder calls fast."""
         key = f"{region} {urlsplit(url).netloc}"
         if key not in self._breakers:
-            self._breakers[key] = Breaker(cooldown=self._cooldown)
+            self._breakers[key] = Breaker(cooldown=self._cooldown, threshold=self._threshold)
         return self._breakers[key]
 
     async def request(self, region: str, method: str, url: str, headers: Mapping[str, str],

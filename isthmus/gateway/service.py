@@ -37,7 +37,8 @@ def build(conf):
                         quota_unreachable_region=g.quota_unreachable_region)
     ledger = CreateLedger(engine, stale_after=g.request_timeout + 30)
     gateway = Gateway(settings, router, catalog,
-                      Upstream(g.connection_limit, g.per_region_limit, g.breaker_cooldown), KeystoneValidator(conf),
+                      Upstream(g.connection_limit, g.per_region_limit, g.breaker_cooldown,
+                               breaker_threshold=g.breaker_threshold), KeystoneValidator(conf),
                       ledger)
     from isthmus.gateway import globals as global_objects
     global_objects.install(gateway, conf, engine, session)

@@ -148,3 +148,23 @@ def test_a_trial_that_never_reports_is_given_up():
     assert breaker.admit() == 0  # ...so the next caller is the trial
     now[0] = 80.0  # and a trial lost without even that is replaced after trial_timeout
     assert breaker.admit() == 0
+
+
+def test_a_breaker_with_a_threshold_opens_only_after_that_many_failures_in_a_row():
+    from isthmus.clients.breaker import Breaker
+
+    now = [0.0]
+    breaker = Breaker(cooldown=10, clock=lambda: now[0], threshold=3)
+    breaker.failed()
+    breaker.failed()
+    assert breaker.admit() == 0  # a busy service answering late twice is not a sick one
+    breaker.succeeded()
+    breaker.failed()
+    breaker.failed()
+    assert breaker.admit() == 0  # the count starts again after a success
+    breaker.failed()
+    assert breaker.admit() > 0  # three in a row: open
+    now[0] = 10.5
+    assert breaker.admit() == 0  # the trial...
+    breaker.failed()
+    assert breaker.admit() > 0  # ...failed: open again at once, no new threshold to reach

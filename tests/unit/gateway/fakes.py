@@ -156,7 +156,9 @@ async def start(tmp_path, regions: list[FakeNova], serve_regions: bool = True,
 
     catalog = Catalog(load, "public", {"CentralRegion"}, ttl=300)
     gateway = Gateway(Settings(list_timeout=1.0, request_timeout=2.0, **settings),
-                      Router(registry, "CentralRegion"), catalog, Upstream(), FakeValidator(),
+                      Router(registry, "CentralRegion"), catalog,
+                      Upstream(breaker_threshold=1),  # one timeout opens it: the tests stay short
+                      FakeValidator(),
                       CreateLedger(engine, stale_after=5.0))
     by_region = {n.region: n for n in regions}
 
