@@ -67,11 +67,16 @@ class Layout:
     # Neutron's pagination_max_limit in every region (0: unlimited, Neutron's
     # default). The tests run with a small one: every list must page to the end.
     neutron_page_limit: int = 0
+    # Real network endpoints: a namespace per compute host and per server, wired
+    # by a per-region agent from Neutron's API (isthmus/sandbox/dataplane/).
+    dataplane: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
         if self.neutron_page_limit < 0:
             raise ValueError("--neutron-page-limit: must be 0 (unlimited) or more")
+        if self.dataplane and not self.compute:
+            raise ValueError("--dataplane needs compute (servers are its endpoints): drop --no-compute")
         if not 1024 <= self.base_port <= 65535 - 10 * (len(self.regions) + 1):
             raise ValueError(f"--base-port: {self.base_port} leaves no room for the sandbox's ports")
 
