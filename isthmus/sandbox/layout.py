@@ -75,8 +75,6 @@ class Layout:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
         if self.neutron_page_limit < 0:
             raise ValueError("--neutron-page-limit: must be 0 (unlimited) or more")
-        if self.dataplane and not self.compute:
-            raise ValueError("--dataplane needs compute (servers are its endpoints): drop --no-compute")
         if not 1024 <= self.base_port <= 65535 - 10 * (len(self.regions) + 1):
             raise ValueError(f"--base-port: {self.base_port} leaves no room for the sandbox's ports")
 

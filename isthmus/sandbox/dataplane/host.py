@@ -147,6 +147,15 @@ def resolve_server(layout: Layout, server: str) -> str:
     return server_id
 
 
+def ping(namespace: str, address: str, wait: float = 1.0) -> bool:
+    """One echo request from the namespace, answered within ``wait`` seconds."""
+    try:
+        return subprocess.run(["ip", "netns", "exec", namespace, "ping", "-c", "1", "-W", str(wait), address],
+                              capture_output=True, timeout=10).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def exec_in(namespace: str | None, command: list[str]) -> int:
     if namespace is None:
         raise process.SandboxError("the server's namespace is gone")
