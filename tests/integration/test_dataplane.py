@@ -42,7 +42,8 @@ def boot_all(sandbox, name: str, network_id: str, regions) -> dict:
         conn = sandbox.connect(region)
         image = conn.image.find_image("tiny", ignore_missing=False)
         flavor = conn.compute.find_flavor("m1.tiny", ignore_missing=False)
-        started[region] = conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id,
+        # Nova's name filter is a pattern: servers(name=name) finds these for clean-up.
+        started[region] = conn.compute.create_server(name=f"{name}-{region}", image_id=image.id, flavor_id=flavor.id,
                                                      networks=[{"uuid": network_id}])
     return {r: sandbox.connect(r).compute.wait_for_server(s, wait=300) for r, s in started.items()}
 
@@ -73,9 +74,11 @@ def wait_ping(sandbox, source, target_ip: str, timeout: float = PING_DEADLINE) -
 
 
 def host_fdb(layout: Layout, region: str) -> list[dict]:
+    """The forwarding entries of the VXLAN devices in a region's host namespace."""
     out = subprocess.run(["bridge", "-n", names.host_namespace(layout, region), "-j", "fdb", "show"],
                          capture_output=True, text=True, check=True).stdout
-    return [e for e in json.loads(out or "[]") if (e.get("ifname") or "").startswith("vxlan-")]
+    # The VXLAN devices' own entries (where a MAC is tunnelled to), not what the bridge learned.
+    return [e for e in json.loads(out or "[]") if (e.get("ifname") or "").startswith("vxlan-") and e.get("dst")]
 
 
 @dataclass
@@ -124,7 +127,7 @@ def test_servers_in_two_regions_ping_each_other_with_neutrons_mac_and_ip(sandbox
     assert [a["local"] for a in eth["addr_info"] if a["family"] == "inet"] == [ip_of(pair.ports[one])]
     routes = json.loads(sandbox_exec(sandbox, pair.servers[one].name, "ip", "-j", "route", "show", "default").stdout)
     assert [r["gateway"] for r in routes] == [admin[one].network.get_subnet(pair.subnet.id).gateway_ip]
-    # An unknown server is one clear line.
+    # (the route was read by name: exec takes a name or an id.) An unknown server is one clear line.
     missing = sandbox_exec(sandbox, pair.network.name + "-nobody", "true")
     assert missing.returncode != 0 and missing.stderr.strip().count("\n") == 0
 
