@@ -115,6 +115,13 @@ def pair(sandbox):
         eventually(lambda: delete_network(central, net.id), timeout=60, what=f"delete of network {net.id}")
 
 
+def host_arp(layout: Layout, region: str) -> set[str]:
+    """The addresses the VXLAN devices of a region's host namespace answer ARP for."""
+    out = subprocess.run(["ip", "-n", names.host_namespace(layout, region), "-j", "neigh", "show", "nud", "permanent"],
+                         capture_output=True, text=True, check=True).stdout
+    return {e["dst"] for e in json.loads(out or "[]") if (e.get("dev") or "").startswith("vxlan-")}
+
+
 def test_servers_in_two_regions_ping_each_other_with_neutrons_mac_and_ip(sandbox, layout, admin, pair):
     one, two = sandbox.regions[:2]
     wait_ping(sandbox, pair.servers[one], ip_of(pair.ports[two]))
@@ -171,7 +178,11 @@ def test_a_shadow_with_a_wrong_ip_breaks_the_ping(sandbox, layout, admin, pair):
     one, two = sandbox.regions[:2]
     remote = pair.ports[two]
     wait_ping(sandbox, pair.servers[one], ip_of(remote))
-    admin[one].network.update_port(remote.id, fixed_ips=[{"subnet_id": pair.subnet.id, "ip_address": "10.78.0.250"}])
+    wrong = "10.78.0.250"
+    admin[one].network.update_port(remote.id, fixed_ips=[{"subnet_id": pair.subnet.id, "ip_address": wrong}])
+    eventually(lambda: wrong in host_arp(layout, one), timeout=60, what=f"{one}'s agent to take the wrong IP")
+    # The server may still have the right answer cached from before; it asks again.
+    assert sandbox_exec(sandbox, pair.servers[one].id, "ip", "neigh", "flush", "all").returncode == 0
     assert _first(lambda: not pings(sandbox, pair.servers[one].id, ip_of(remote)), timeout=30), \
         "the ping still passed with a wrong IP in the shadow"
     admin[one].network.delete_port(remote.id)  # the worker remakes it as central says
