@@ -52,6 +52,12 @@ def free_base_port(start: int, regions: int) -> int:
     raise RuntimeError("no free port block")
 
 
+def dataplane_possible() -> bool:
+    from isthmus.sandbox.dataplane.host import effective_capabilities, preflight_problem
+
+    return preflight_problem(effective_capabilities()) is None
+
+
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory) -> Sandbox:
     """A full sandbox (compute in RegionOne and RegionTwo), started once per session.
@@ -70,8 +76,11 @@ def sandbox(tmp_path_factory) -> Sandbox:
     base = free_base_port(int(os.environ.get("ISTHMUS_TEST_BASE_PORT", "31000")), 2)
     # A small page limit in every Neutron: every list (Isthmus', Nova's, the
     # tests') must page to the end for any test to pass.
+    # Servers are real network endpoints where the machine allows it (root):
+    # tests/integration/test_dataplane.py pings across regions.
+    dataplane = ["--dataplane"] if dataplane_possible() else []
     up = isthmus("sandbox", "up", "--state-dir", str(state_dir), "--base-port", str(base),
-                 "--neutron-page-limit", str(TEST_PAGE_LIMIT), check=False)
+                 "--neutron-page-limit", str(TEST_PAGE_LIMIT), *dataplane, check=False)
     if up.returncode != 0:
         isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
         pytest.fail(f"sandbox up failed:\n{up.stdout}\n{up.stderr}")

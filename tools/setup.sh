@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything Isthmus and its sandbox need on a fresh Debian machine:
-# OS packages (MariaDB server binaries, RabbitMQ), a virtualenv at .venv with the
+# OS packages (MariaDB server binaries, RabbitMQ; iproute2 and ping for the
+# sandbox's --dataplane), a virtualenv at .venv with the
 # pinned OpenStack release (constraints.txt), and a running RabbitMQ.
 # Idempotent: a second run only checks.
 set -euo pipefail
@@ -11,6 +12,18 @@ say() { printf '[setup] %s\n' "$*"; }
 need_pkgs=()
 command -v mariadbd >/dev/null 2>&1 || need_pkgs+=(mariadb-server)
 command -v rabbitmq-server >/dev/null 2>&1 || need_pkgs+=(rabbitmq-server)
+# The sandbox's --dataplane (namespaces, bridges, VXLAN, ping inside servers);
+# optional: without root it cannot run anyway, so only root installs them.
+dataplane_pkgs=()
+command -v ip >/dev/null 2>&1 && command -v bridge >/dev/null 2>&1 || dataplane_pkgs+=(iproute2)
+command -v ping >/dev/null 2>&1 || dataplane_pkgs+=(iputils-ping)
+if [ ${#dataplane_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    need_pkgs+=("${dataplane_pkgs[@]}")
+  else
+    say "note: 'sandbox up --dataplane' needs root and ${dataplane_pkgs[*]}"
+  fi
+fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     say "missing OS packages: ${need_pkgs[*]}; run as root: apt-get install -y ${need_pkgs[*]}"

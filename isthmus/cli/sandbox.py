@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--neutron-page-limit", type=int, default=0, metavar="N",
                     help="pagination_max_limit of every Neutron (default 0: unlimited); a small one shows "
                          "that every client pages to the end")
+    up.add_argument("--dataplane", action="store_true",
+                    help="make every server a real network endpoint (a namespace per server, VXLAN between "
+                         "regions, wired from Neutron's API); needs root (CAP_NET_ADMIN)")
     up.add_argument("--db-url", help="a MariaDB/MySQL server for Nova and Placement "
                                      "(mysql+pymysql://user:pass@host:port/) instead of a private one")
     up.set_defaults(func=_up)
@@ -51,6 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         common(one)
         one.add_argument("service", help="e.g. neutron-RegionTwo, isthmus-xjob, nova-api-RegionOne")
         one.set_defaults(func=_stop if verb == "stop" else _restart)
+
+    run = actions.add_parser("exec", help="run a command inside a server's network namespace (--dataplane)")
+    common(run)
+    run.add_argument("server", help="server name or id, in any region")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS... (e.g. -- ping -c 1 10.0.0.5)")
+    run.set_defaults(func=_exec)
 
     tour = actions.add_parser("tour", help="a short scripted tour of a running sandbox")
     common(tour)
@@ -92,7 +101,7 @@ def _up(args) -> int:
         raise ValueError("--db-url: Nova and Placement need MariaDB/MySQL here (mysql+pymysql://...)")
     layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=parse_regions(args.regions),
                     compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
-                    neutron_page_limit=args.neutron_page_limit)
+                    neutron_page_limit=args.neutron_page_limit, dataplane=args.dataplane)
     return control.up(layout)
 
 
@@ -132,6 +141,18 @@ def _restart(args) -> int:
     from isthmus.sandbox import control
 
     return control.restart_service(_loaded(args), args.service)
+
+
+@_guarded
+def _exec(args) -> int:
+    from isthmus.sandbox.dataplane import host as dataplane
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ValueError("exec: give a command after --, e.g. isthmus sandbox exec vm1 -- ip addr")
+    layout = _loaded(args)
+    namespace = dataplane.server_namespace(layout, dataplane.resolve_server(layout, args.server))
+    return dataplane.exec_in(namespace, command)
 
 
 @_guarded

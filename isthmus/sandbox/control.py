@@ -67,6 +67,10 @@ def up(layout: Layout, out: TextIO = sys.stdout) -> int:
         print(f"A sandbox is already running in {existing.state_dir}:", file=out)
         print_table(status(existing), out)
         return 0
+    if layout.dataplane:
+        from isthmus.sandbox.dataplane import host as dataplane
+
+        dataplane.check_machine()
     busy = [(name, port) for name, port in plan.planned_ports(layout) if not process.port_is_free(port)]
     if busy:
         name, port = busy[0]
@@ -111,6 +115,11 @@ def down(layout: Layout, out: TextIO = sys.stdout) -> int:
     if layout.compute:
         rabbitmq.delete_vhosts(layout)
         database.drop_databases(layout)
+    if layout.dataplane:
+        from isthmus.sandbox.dataplane import host as dataplane
+
+        removed = dataplane.remove(layout)
+        print(f"removed {len(removed)} network namespaces (their links and bridges with them)", file=out)
     left = [(n, p) for n, p in plan.planned_ports(layout) if process.port_is_listening(p)]
     print(f"stopped {len(records)} processes in {time.monotonic() - started:.1f}s", file=out)
     if left:

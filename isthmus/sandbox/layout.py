@@ -67,6 +67,9 @@ class Layout:
     # Neutron's pagination_max_limit in every region (0: unlimited, Neutron's
     # default). The tests run with a small one: every list must page to the end.
     neutron_page_limit: int = 0
+    # Real network endpoints: a namespace per compute host and per server, wired
+    # by a per-region agent from Neutron's API (isthmus/sandbox/dataplane/).
+    dataplane: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())

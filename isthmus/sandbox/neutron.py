@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox.dataplane.names import tunnel_ip
 from isthmus.sandbox.nova import compute_host
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
@@ -74,11 +75,11 @@ def _vni_range(layout: Layout, region: str) -> str:
 
 def _sandbox_agent(layout: Layout, region: str) -> dict:
     """The OVS agent row the sandbox binder keeps for the region's compute host
-    (see ml2_binder); a made-up tunnel IP, one per region."""
+    (see ml2_binder); its tunnel IP is the host's underlay address (with
+    ``--dataplane`` a real one, which the dataplane agents tunnel to)."""
     if region == CENTRAL_REGION or not layout.compute:
         return {}
-    index = layout.regions.index(region) + 1
-    return {"isthmus_sandbox": {"agent_host": compute_host(region), "agent_tunnel_ip": f"192.0.2.{index}"}}
+    return {"isthmus_sandbox": {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}}
 
 
 def _plugins(layout: Layout, region: str) -> tuple[str, str, dict]:

@@ -6,6 +6,7 @@ from isthmus.sandbox import database, gateway, glance, keystone, nova, neutron, 
 from isthmus.sandbox import admin_api
 from isthmus.sandbox import cinder
 from isthmus.sandbox.dag import Step
+from isthmus.sandbox.dataplane import host as dataplane
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 
@@ -69,6 +70,12 @@ def steps(layout: Layout) -> list[Step]:
             plan += _compute_steps(layout, region)
         plan.append(Step("isthmus-gateway", _serve(lambda: gateway.start(layout)), ("isthmus-db", "catalog"),
                          "Nova/Cinder API gateway"))
+    if layout.dataplane:
+        plan.append(Step("dataplane-hosts", lambda: dataplane.create_hosts(layout), (),
+                         "underlay and one host namespace per region"))
+        for region in layout.regions:
+            plan.append(Step(dataplane.agent_name(region), lambda r=region: dataplane.start_agent(layout, r),
+                             ("dataplane-hosts", f"neutron-{region}", "catalog"), "agent wiring the host from Neutron"))
     return plan
 
 
@@ -124,6 +131,9 @@ def starter(layout: Layout, name: str):
             starters[f"placement-{region}"] = _serve(lambda r=region: placement.start(layout, r))
             starters[f"glance-{region}"] = _serve(lambda r=region: glance.start(layout, r))
             starters[f"nova-compute-{region}"] = lambda r=region: nova.start_compute(layout, r)
+    if layout.dataplane:
+        for region in layout.regions:
+            starters[dataplane.agent_name(region)] = lambda r=region: dataplane.start_agent(layout, r)
     if name not in starters:
         raise ValueError(f"cannot restart {name!r}; restartable: {', '.join(sorted(starters))}")
     return starters[name]

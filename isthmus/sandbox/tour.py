@@ -3,6 +3,7 @@
 With Isthmus networking (the default) it creates one network in CentralRegion,
 boots a server on it in every region, and shows that the regions share it: one
 UUID, one address pool, each region's copy of the other's port (its shadow).
+With ``--dataplane`` each server then pings every other one across regions.
 With ``--plain`` each region has its own network, as stock OpenStack does.
 """
 
@@ -48,6 +49,7 @@ def run(layout: Layout, keep: bool = False, out: TextIO = sys.stdout) -> int:
         shared = _network(_connect(layout, CENTRAL_REGION), "10.10.0.0/24")
         say(f"\nnetwork {NETWORK} created once, in {CENTRAL_REGION}: {shared.id}")
     rows = []
+    server_ids: dict[str, str] = {}
     for index, region in enumerate(layout.regions):
         conn = _connect(layout, region)
         say(f"\n== {region} (availability zone {layout.availability_zone(region)})")
@@ -66,17 +68,45 @@ def run(layout: Layout, keep: bool = False, out: TextIO = sys.stdout) -> int:
         say(f"server {name} is {server.status} after {time.monotonic() - started:.1f}s; port {port.id} "
             f"status {port.status}, bound to {port.binding_host_id} ({port.binding_vif_type})")
         ip = ", ".join(a["addr"] for addrs in server.addresses.values() for a in addrs)
+        server_ids[region] = server.id
         rows.append((region, name, server.status, server.availability_zone, ip, port.binding_host_id, port.id))
     say("\nServers:")
     _table(say, ("REGION", "SERVER", "STATUS", "AZ", "IP", "HOST", "PORT"), rows)
+    failed = 0
     if shared:
         _show_sharing(layout, say, shared.id, rows)
+        if layout.dataplane:
+            failed = _show_pings(layout, say, rows, server_ids)
     if not keep:
         say("\ncleaning up (use --keep to leave the servers and networks)")
         for region in layout.regions:
             _cleanup_servers(_connect(layout, region), f"tour-{region.lower()}")
         _cleanup_network(_connect(layout, CENTRAL_REGION) if shared else None, layout, bool(shared))
-    return 0
+    return 1 if failed else 0
+
+
+def _show_pings(layout: Layout, say, rows, server_ids: dict[str, str], timeout: float = 120) -> int:
+    """Ping from each server's namespace to every other server's address (the
+    dataplane agents wire them within seconds of the shadows); the failures."""
+    from isthmus.sandbox.dataplane import host as dataplane
+
+    say("\nCross-region pings (from each server's namespace, over VXLAN between the regions' hosts):")
+    failed = 0
+    for source, source_name, *_ in rows:
+        for target, target_name, _, _, ip, *_ in rows:
+            if source == target:
+                continue
+            started = time.monotonic()
+            ok = False
+            while not ok and time.monotonic() - started < timeout:
+                namespace = dataplane.server_namespace(layout, server_ids[source])
+                ok = namespace is not None and dataplane.ping(namespace, ip)
+                if not ok:
+                    time.sleep(0.5)
+            failed += not ok
+            say(f"  {source_name} -> {target_name} ({ip}): "
+                + (f"reply after {time.monotonic() - started:.1f}s" if ok else f"NO REPLY within {timeout:.0f}s"))
+    return failed
 
 
 def _show_sharing(layout: Layout, say, network_id: str, rows) -> None:

@@ -23,22 +23,45 @@ def pids_alive(state_dir) -> list[int]:
     return [r.pid for r in ServiceRecord.load_all(state_dir / "run") if pid_alive(r.pid)]
 
 
+def namespaces() -> set[str]:
+    import json
+    import subprocess
+
+    out = subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return {e["name"] for e in json.loads(out or "[]")}
+
+
 def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, tmp_path):
+    from isthmus.sandbox.dataplane import names
+    from isthmus.sandbox.layout import Layout
     from isthmus.sandbox.process import ServiceRecord
 
+    first = Layout.load(sandbox.state_dir)
     base = free_base_port(sandbox.base_port + 500, 2)
-    isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute")
+    # Beside a --dataplane sandbox the second has its own dataplane too: its
+    # namespaces must not collide with the first's, and down removes only its own.
+    dataplane = ["--dataplane"] if first.dataplane else []
+    first_namespaces = {ns for ns in namespaces() if ns.startswith(names.prefix(first)) and "-vm-" not in ns}
+    isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute", *dataplane)
+    second = Layout.load(tmp_path)
     try:
         records = ServiceRecord.load_all(tmp_path / "run")
+        agents = {f"dataplane-{r}" for r in second.regions} if dataplane else set()
         assert {r.name for r in records} == {"keystone", "neutron-CentralRegion", "neutron-RegionOne", "neutron-RegionTwo",
-                                                 "isthmus-admin", "isthmus-xjob"}
+                                             "isthmus-admin", "isthmus-xjob", *agents}
         conn = sandbox.connect("RegionOne")  # the first sandbox still answers
         assert conn.compute.find_flavor("m1.tiny") is not None
         assert all(listening(r.port) for r in records if r.port is not None)  # isthmus-xjob has none
+        if dataplane:
+            ours = {ns for ns in namespaces() if ns.startswith(names.prefix(second) + "-")}
+            assert names.host_namespace(second, "RegionOne") in ours and not ours & first_namespaces
     finally:
         isthmus("sandbox", "down", "--state-dir", str(tmp_path))
     assert pids_alive(tmp_path) == []
     assert not any(listening(p) for p in range(base, base + 30))
+    if dataplane:
+        assert not [ns for ns in namespaces() if ns.startswith(names.prefix(second))]
+        assert first_namespaces and first_namespaces <= namespaces()  # the first sandbox's are untouched
 
 
 def test_busy_port_is_named_and_nothing_is_started(tmp_path):

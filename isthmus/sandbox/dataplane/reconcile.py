@@ -1,0 +1,133 @@
+"""The commands that turn a host's present state into its wiring (pure planning:
+the agent runs them, the unit tests read them).
+
+Only links this dataplane names (``brq*``, ``vxlan-*``, ``tap*``) and server
+namespaces with the agent's own prefix are ever changed or removed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from isthmus.sandbox.dataplane import names
+from isthmus.sandbox.dataplane.kernel import ZERO_MAC, Command, HostState, ServerInterface
+from isthmus.sandbox.dataplane.wiring import HostWiring, NetworkWiring, Server
+
+MANAGED_PREFIXES = ("brq", "vxlan-", "tap")
+
+
+def network_commands(host_ns: str, local_ip: str, wiring: HostWiring, state: HostState) -> list[Command]:
+    """Bridges and VXLAN devices of the wanted networks, their forwarding entries
+    (remote MACs and flooding) and the ARP answers for remote addresses."""
+    ip = ["ip", "-n", host_ns]
+    cmds: list[Command] = []
+    for net in wiring.networks.values():
+        bridge = names.bridge(net.network_id)
+        if bridge not in state.links:
+            cmds += [[*ip, "link", "add", "name", bridge, "type", "bridge"], [*ip, "link", "set", bridge, "up"]]
+        if net.vni is None:
+            continue
+        vxlan = names.vxlan(net.vni)
+        present = state.links.get(vxlan)
+        if present is None:
+            # proxy: ARP requests are answered from the neighbour entries below,
+            # never flooded (l2population's ARP responder): a wrong IP or MAC in
+            # Neutron leaves them unanswered or answered wrongly.
+            cmds += [[*ip, "link", "add", "name", vxlan, "type", "vxlan", "id", str(net.vni), "local", local_ip,
+                      "dstport", str(names.VXLAN_PORT), "dev", names.UNDERLAY_LINK, "nolearning", "proxy"],
+                     [*ip, "link", "set", vxlan, "master", bridge, "up"]]
+        elif present.master != bridge:
+            cmds.append([*ip, "link", "set", vxlan, "master", bridge, "up"])
+        cmds += _forwarding_commands(host_ns, vxlan, net, state)
+    return cmds
+
+
+def _forwarding_commands(host_ns: str, vxlan: str, net: NetworkWiring, state: HostState) -> list[Command]:
+    want_fdb = {(vxlan, p.mac, p.vtep) for p in net.remote_ports} | {(vxlan, ZERO_MAC, v) for v in net.flood_vteps}
+    have_fdb = {e for e in state.fdb if e[0] == vxlan}
+    want_arp = {(vxlan, addr, p.mac) for p in net.remote_ports for addr in p.ips}
+    have_arp = {e for e in state.neighbours if e[0] == vxlan}
+    cmds: list[Command] = []
+    for _, mac, vtep in sorted(have_fdb - want_fdb):
+        cmds.append(["bridge", "-n", host_ns, "fdb", "del", mac, "dev", vxlan, "dst", vtep, "self"])
+    for _, addr, mac in sorted(have_arp - want_arp):
+        cmds.append(["ip", "-n", host_ns, "neigh", "del", addr, "dev", vxlan])
+    for _, mac, vtep in sorted(want_fdb - have_fdb):
+        # Flooding needs one default entry per tunnel IP (append); a MAC has one place (replace).
+        verb = "append" if mac == ZERO_MAC else "replace"
+        cmds.append(["bridge", "-n", host_ns, "fdb", verb, mac, "dev", vxlan, "dst", vtep, "self", "permanent"])
+    for _, addr, mac in sorted(want_arp - have_arp):
+        cmds.append(["ip", "-n", host_ns, "neigh", "replace", addr, "lladdr", mac, "dev", vxlan, "nud", "permanent"])
+    return cmds
+
+
+def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_namespaces: set[str],
+                     ns_prefix: str) -> list[Command]:
+    """Servers, taps, VXLAN devices and bridges nothing wants any more, servers first."""
+    ip = ["ip", "-n", host_ns]
+    want_servers = {names.server_namespace(ns_prefix, sid) for sid in wiring.servers}
+    want_taps = {names.tap(v.port_id) for s in wiring.servers.values() for v in s.vifs}
+    want_bridges = {names.bridge(n) for n in wiring.networks}
+    want_vxlans = {names.vxlan(n.vni) for n in wiring.networks.values() if n.vni is not None}
+    cmds: list[Command] = []
+    for link in sorted(state.links):
+        if link.startswith("tap") and link not in want_taps:
+            cmds.append([*ip, "link", "del", link])
+    for ns in sorted(server_namespaces - want_servers):
+        cmds.append(["ip", "netns", "delete", ns])
+    for link in sorted(state.links):
+        if (link.startswith("vxlan-") and link not in want_vxlans) or (link.startswith("brq") and link not in want_bridges):
+            cmds.append([*ip, "link", "del", link])
+    return cmds
+
+
+def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: list[ServerInterface] | None,
+                    routes: set[str], state: HostState) -> list[Command]:
+    """Make the server's namespace hold one interface per port with the port's MAC,
+    addresses and MTU, plugged into its network's bridge, and a default route to
+    its first port's gateway. ``interfaces`` None: the namespace does not exist."""
+    sip = ["ip", "-n", server_ns]
+    hip = ["ip", "-n", host_ns]
+    cmds: list[Command] = []
+    if interfaces is None:
+        cmds += [["ip", "netns", "add", server_ns], [*sip, "link", "set", "lo", "up"]]
+        interfaces = []
+    by_port = {i.port_id: i for i in interfaces}
+    taken = {i.name for i in interfaces}
+    for vif in server.vifs:
+        tap, bridge = names.tap(vif.port_id), names.bridge(vif.network_id)
+        iface = by_port.get(vif.port_id)
+        if iface is None:
+            name = next(f"eth{n}" for n in range(len(taken) + 1) if f"eth{n}" not in taken)
+            taken.add(name)
+            if tap in state.links:  # a leftover whose server side is gone
+                cmds.append([*hip, "link", "del", tap])
+            cmds += [[*hip, "link", "add", "name", tap, "type", "veth", "peer", "name", name, "netns", server_ns],
+                     [*sip, "link", "set", name, "address", vif.mac, "mtu", str(vif.mtu), "alias", vif.port_id, "up"],
+                     *[[*sip, "addr", "add", a, "dev", name, *_nodad(a)] for a in vif.addresses],
+                     [*hip, "link", "set", tap, "master", bridge, "mtu", str(vif.mtu), "up"]]
+            continue
+        if iface.mac != vif.mac or iface.mtu != vif.mtu:
+            cmds.append([*sip, "link", "set", iface.name, "address", vif.mac, "mtu", str(vif.mtu), "up"])
+        for addr in sorted(set(iface.addresses) - set(vif.addresses)):
+            cmds.append([*sip, "addr", "del", addr, "dev", iface.name])
+        for addr in [a for a in vif.addresses if a not in iface.addresses]:
+            cmds.append([*sip, "addr", "add", addr, "dev", iface.name, *_nodad(addr)])
+        host_side = state.links.get(tap)
+        if host_side is not None and host_side.master != bridge:
+            cmds.append([*hip, "link", "set", tap, "master", bridge, "up"])
+    wanted = {v.port_id for v in server.vifs}
+    for iface in interfaces:
+        if iface.port_id not in wanted:
+            cmds.append([*sip, "link", "del", iface.name])
+    gateways = next((v.gateways for v in server.vifs if v.gateways), ())
+    for gw in gateways:
+        if gw not in routes:
+            family = "-6" if ipaddress.ip_address(gw).version == 6 else "-4"
+            cmds.append([*sip, family, "route", "replace", "default", "via", gw])
+    return cmds
+
+
+def _nodad(address: str) -> list[str]:
+    """IPv6 addresses come up at once (no duplicate detection wait)."""
+    return ["nodad"] if ipaddress.ip_interface(address).version == 6 else []

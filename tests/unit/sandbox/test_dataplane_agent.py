@@ -1,0 +1,46 @@
+"""The dataplane agent's pass: what it reads, and that an outage changes nothing."""
+
+import pytest
+
+from isthmus.clients.neutron import Unavailable
+from isthmus.sandbox.dataplane import agent as agent_mod
+from isthmus.sandbox.dataplane.agent import Agent, AgentConfig, read_wiring
+
+CONFIG = AgentConfig(region="RegionOne", host="regionone-compute", local_ip="192.0.2.1",
+                     host_namespace="ns-host", server_namespace_prefix="ns-vm-", auth_url="http://x/v3",
+                     username="u", password="p", project_name="service")
+PORT = {"id": "p1", "network_id": "n1", "mac_address": "fa:16:3e:00:00:01", "device_id": "vm-a",
+        "device_owner": "compute:az1", "fixed_ips": [{"subnet_id": "s1", "ip_address": "10.0.0.5"}],
+        "binding:host_id": "regionone-compute", "binding:vif_type": "ovs"}
+
+
+class FakeNeutron:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.calls: list[tuple[str, dict]] = []
+
+    def list(self, collection, **filters):
+        self.calls.append((collection, filters))
+        if self.fail:
+            raise Unavailable("RegionOne Neutron unreachable")
+        return {"ports": [PORT],
+                "networks": [{"id": "n1", "provider:network_type": "vxlan", "provider:segmentation_id": 5, "mtu": 1450}],
+                "subnets": [{"id": "s1", "cidr": "10.0.0.0/24", "gateway_ip": "10.0.0.1"}],
+                "agents": []}[collection]
+
+
+def test_it_reads_its_hosts_ports_then_only_their_networks():
+    neutron = FakeNeutron()
+    wiring = read_wiring(neutron, CONFIG)
+    assert neutron.calls[0] == ("ports", {"binding:host_id": "regionone-compute", "fields": agent_mod.PORT_FIELDS})
+    assert [(c, f.get("network_id") or f.get("id")) for c, f in neutron.calls[1:3]] == [("ports", ["n1"]),
+                                                                                       ("networks", ["n1"])]
+    assert list(wiring.servers) == ["vm-a"] and wiring.networks["n1"].vni == 5
+
+
+def test_when_neutron_cannot_be_read_nothing_is_changed(monkeypatch):
+    ran = []
+    monkeypatch.setattr(agent_mod.kernel, "run", lambda argv, timeout=0: ran.append(argv) or "")
+    monkeypatch.setattr(agent_mod.kernel, "run_json", lambda argv: pytest.fail(f"read the kernel: {argv}"))
+    assert Agent(CONFIG, FakeNeutron(fail=True)).run_once() is False
+    assert ran == []

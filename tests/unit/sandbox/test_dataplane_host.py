@@ -1,0 +1,19 @@
+"""``--dataplane``'s preflight: one line naming what is missing."""
+
+from isthmus.sandbox.dataplane.host import CAP_NET_ADMIN, CAP_SYS_ADMIN, preflight_problem
+
+ALL_TOOLS = lambda tool: f"/usr/bin/{tool}"  # noqa: E731
+
+
+def test_root_with_the_tools_passes():
+    assert preflight_problem(1 << CAP_NET_ADMIN | 1 << CAP_SYS_ADMIN, ALL_TOOLS) is None
+
+
+def test_without_cap_net_admin_one_line_names_it():
+    problem = preflight_problem(1 << CAP_SYS_ADMIN, ALL_TOOLS)
+    assert "CAP_NET_ADMIN" in problem and "CAP_SYS_ADMIN" not in problem and "\n" not in problem
+
+
+def test_missing_tools_name_their_packages():
+    problem = preflight_problem(1 << CAP_NET_ADMIN | 1 << CAP_SYS_ADMIN, lambda t: None if t == "ping" else "/x")
+    assert "iputils-ping" in problem and "iproute2" not in problem
