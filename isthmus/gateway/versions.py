@@ -34,12 +34,20 @@ class Versions:
         self.upstream = upstream
         self._ranges: dict[str, tuple[float, dict[str, microversion.Range]]] = {}
         self._probing: dict[str, asyncio.Lock] = {}
+        self._refreshing: dict[str, asyncio.Task] = {}
 
     async def supported(self, api: Api) -> microversion.Range:
-        """The intersection of every region's range (cached like the catalog)."""
+        """The intersection of every region's range (cached like the catalog). Only
+        the first probe is waited for; later ones refresh in the background while
+        requests use the last known ranges, so a hung region's probe timeout is
+        never added to a request."""
         at, ranges = self._ranges.get(api.name, (float("-inf"), {}))
-        if time.monotonic() - at > self.settings.catalog_ttl or not ranges:
+        if not ranges:
             ranges = await self._probe_ranges(api)
+        elif time.monotonic() - at > self.settings.catalog_ttl:
+            running = self._refreshing.get(api.name)
+            if running is None or running.done():
+                self._refreshing[api.name] = asyncio.get_running_loop().create_task(self._probe_ranges(api))
         default = microversion.Range(api.mv.default, api.mv.default)
         return microversion.intersect(ranges.values()) or default
 

@@ -310,3 +310,19 @@ async def test_a_large_reply_is_streamed_with_its_links_rewritten(env):
     hrefs = [f["links"][0]["href"] for f in doc["flavors"][1:]]
     assert all(h.startswith(base + "/compute/v2.1/flavors/f") for h in hrefs), hrefs[:3]
     assert (await client.get(f"/compute/v2.1/servers/{uuid.uuid4()}", headers=USER)).status == 404  # slot given back
+
+
+async def test_an_expired_version_cache_is_refreshed_behind_requests_not_in_them(env):
+    """A hung region's probe timeout is never added to a request once ranges are known."""
+    client, gateway, one, two, _ = env
+    assert (await client.get("/compute/v2.1/servers", headers=USER)).status == 200  # first probe, waited for
+    api = next(iter(gateway.versions._ranges))
+    at, ranges = gateway.versions._ranges[api]
+    gateway.versions._ranges[api] = (at - 10 * gateway.settings.catalog_ttl, ranges)  # expired
+    two.hang = 30.0
+    before = two.arrived
+    resp = await client.get("/compute/v2.1/os-availability-zone", headers=USER)  # asks no region itself
+    assert resp.status == 200
+    await asyncio.sleep(0.2)
+    assert two.arrived > before  # the refresh went out...
+    assert not gateway.versions._refreshing[api].done()  # ...and is still waiting on the hung region
