@@ -10,8 +10,11 @@ waiting on a still-sick region would go through at once and each hang on it
 again. A trial that never reports (its caller was cancelled) is given up after
 ``trial_timeout``, so a lost verdict cannot keep the breaker open for ever.
 
-``threshold`` consecutive failures open it (1: the first). A busy service that
-answers one call late is not a sick one; a hung one fails every call.
+A busy service is not a sick one: a call that failed while the service answered
+other calls (``failed(since=...)`` with the call's start) does not count. A hung or
+dead service answers nothing, so its first failure opens the breaker; an
+overloaded one keeps answering some calls, so its late answers only fail (or
+shorten) those calls. ``threshold`` consecutive counted failures open it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Breaker:
     trial_timeout: float = DEFAULT_TRIAL_TIMEOUT
     threshold: int = 1
     _failures: int = field(default=0, init=False)
+    _last_success: float = field(default=float("-inf"), init=False)
     _open_until: float = field(default=float("-inf"), init=False)
     _trial_since: float | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -65,8 +69,15 @@ class Breaker:
         with self._lock:
             return self._trial_since is not None
 
-    def failed(self) -> None:
+    def now(self) -> float:
+        """The breaker's clock: what a caller passes back as ``since``."""
+        return self.clock()
+
+    def failed(self, since: float | None = None) -> None:
+        """A call failed; ``since``: when it started (answers meanwhile mean busy, not sick)."""
         with self._lock:
+            if since is not None and self._last_success >= since and self._trial_since is None:
+                return
             self._failures += 1
             # A failed trial re-opens at once; a closed breaker waits for the threshold.
             if self._trial_since is not None or self._open_until != float("-inf") \
@@ -76,6 +87,7 @@ class Breaker:
 
     def succeeded(self) -> None:
         with self._lock:
+            self._last_success = self.clock()
             self._failures = 0
             self._open_until = float("-inf")
             self._trial_since = None

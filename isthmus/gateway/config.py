@@ -26,9 +26,9 @@ gateway_opts = [
                help="Requests one region may have in flight (a hung region cannot take the whole pool)."),
     cfg.FloatOpt("breaker_cooldown", default=10.0, min=0.1,
                  help="Seconds a region that timed out or refused is not asked again (calls fail at once)."),
-    cfg.IntOpt("breaker_threshold", default=3, min=1,
-               help="Consecutive timeouts or refusals of a region's service that open its breaker "
-                    "(a busy service answering one call late is not a sick one)."),
+    cfg.IntOpt("breaker_threshold", default=1, min=1,
+               help="Consecutive timeouts or refusals of a region's service that open its breaker. "
+                    "A call that failed while the service answered others never counts (busy, not sick)."),
     cfg.StrOpt("quota_unreachable_region", default="last_known", choices=[
         ("last_known", "count an unreachable region's usage as last seen (0 if never seen): creates in the "
                        "healthy regions go on; each region's own limits still hold"),

@@ -92,7 +92,7 @@ class Upstream:
     call is the trial, and only its success lets the others through)."""
 
     def __init__(self, connection_limit: int = 200, per_region_limit: int = 50,
-                 breaker_cooldown: float = 10.0, queue_wait: float = 1.0, breaker_threshold: int = 3) -> None:
+                 breaker_cooldown: float = 10.0, queue_wait: float = 1.0, breaker_threshold: int = 1) -> None:
         self._limit = connection_limit
         self._per_region = per_region_limit
         self._cooldown = breaker_cooldown
@@ -141,6 +141,7 @@ class Upstream:
             breaker.abandoned()
             raise
         streaming = False
+        started = breaker.now()
         try:
             resp = await self._session.request(method, url, headers=headers, data=body or None,
                                                allow_redirects=False, timeout=aiohttp.ClientTimeout(total=timeout))
@@ -157,10 +158,10 @@ class Upstream:
                 if not streaming:
                     resp.release()
         except asyncio.TimeoutError as err:
-            breaker.failed()
+            breaker.failed(since=started)
             raise RegionUnavailable(region, f"no answer within {timeout:g}s") from err
         except aiohttp.ClientError as err:
-            breaker.failed()
+            breaker.failed(since=started)
             raise RegionUnavailable(region, type(err).__name__) from err
         except BaseException:  # cancelled: no verdict on the region
             breaker.abandoned()

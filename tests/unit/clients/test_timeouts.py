@@ -168,3 +168,20 @@ def test_a_breaker_with_a_threshold_opens_only_after_that_many_failures_in_a_row
     assert breaker.admit() == 0  # the trial...
     breaker.failed()
     assert breaker.admit() > 0  # ...failed: open again at once, no new threshold to reach
+
+
+def test_a_call_that_timed_out_while_the_service_answered_others_is_busy_not_sick():
+    from isthmus.clients.breaker import Breaker
+
+    now = [0.0]
+    breaker = Breaker(cooldown=10, clock=lambda: now[0])
+    started = breaker.now()
+    now[0] = 5.0
+    breaker.succeeded()  # another call was answered while this one waited
+    now[0] = 10.0
+    breaker.failed(since=started)
+    assert breaker.admit() == 0  # busy: still closed
+    started = breaker.now()
+    now[0] = 20.0
+    breaker.failed(since=started)  # nothing answered since it began: hung
+    assert breaker.admit() > 0
