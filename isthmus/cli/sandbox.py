@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--neutron-page-limit", type=int, default=0, metavar="N",
                     help="pagination_max_limit of every Neutron (default 0: unlimited); a small one shows "
                          "that every client pages to the end")
+    up.add_argument("--stock-neutron", action="store_true",
+                    help="one more neutron-server, stock ML2 and in no catalogue, at base port + 4: "
+                         "the baseline of the differential fuzz tests (docs/fuzzing.md)")
     up.add_argument("--db-url", help="a MariaDB/MySQL server for Nova and Placement "
                                      "(mysql+pymysql://user:pass@host:port/) instead of a private one")
     up.set_defaults(func=_up)
@@ -92,7 +95,7 @@ def _up(args) -> int:
         raise ValueError("--db-url: Nova and Placement need MariaDB/MySQL here (mysql+pymysql://...)")
     layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=parse_regions(args.regions),
                     compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
-                    neutron_page_limit=args.neutron_page_limit)
+                    neutron_page_limit=args.neutron_page_limit, stock_neutron=args.stock_neutron)
     return control.up(layout)
 
 
