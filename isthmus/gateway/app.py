@@ -305,7 +305,7 @@ class Gateway:
     async def _check_attach(self, call: Call, server_region: str) -> None:
         try:
             volume_id = json.loads(call.body)["volumeAttachment"]["volumeId"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return  # the region answers with its own 400
         volume_region = await self.router.region_of("volume", str(volume_id))
         if volume_region is None:
@@ -396,7 +396,7 @@ class Gateway:
     async def _create(self, call: Call, spec: Routed) -> web.StreamResponse:
         try:
             doc = json.loads(call.body or b"null")
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
             raise Fault(400, "Malformed request body.") from None
         obj = doc.get(spec.singular) if isinstance(doc, dict) else None
         if not isinstance(obj, dict):
@@ -603,7 +603,7 @@ class Gateway:
         """Neutron's notifications reach the region of each server."""
         try:
             events = json.loads(call.body)["events"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise Fault(400, "Malformed request body: 'events' is required.") from None
         if not isinstance(events, list) or not events:
             raise Fault(400, "Invalid input for field/attribute events: must be a non-empty list.")

@@ -69,6 +69,9 @@ def steps(layout: Layout) -> list[Step]:
             Step(f"neutron-setup-{STOCK_NEUTRON}", lambda: neutron.prepare(layout, STOCK_NEUTRON), what="schema"),
             Step(f"neutron-{STOCK_NEUTRON}", _serve(lambda: neutron.start(layout, STOCK_NEUTRON)),
                  (f"neutron-setup-{STOCK_NEUTRON}",), "stock ML2, in no catalogue (the fuzz tests' baseline)"),
+            Step(f"neutron-defaults-{STOCK_NEUTRON}",
+                 lambda: neutron.seed_default_rules(keystone.admin_connection(layout, STOCK_NEUTRON)),
+                 (f"neutron-{STOCK_NEUTRON}", "catalog"), "default security-group rules"),
         ]
     if not layout.plain:
         plan.append(Step("isthmus-xjob", lambda: xjob.start(layout), ("isthmus-db", "catalog"), "job worker"))

@@ -39,10 +39,11 @@ class Endpoint:
     send: Callable[[str, str, bytes | None, Mapping[str, str]], int]
     tokens: Mapping[str, str]
     fill: Mapping[str, Mapping[str, str]]  # token kind -> {placeholder: value}
+    prefix: str = ""  # before every path, placeholders filled too (Cinder's "/{project}")
 
     def answer(self, request: Request) -> int:
         who = "admin" if request.admin else "member"
-        path, body = request.path, request.body
+        path, body = self.prefix + request.path, request.body
         for mark, value in self.fill[who].items():
             path = path.replace(mark, value)
             if body is not None:

@@ -171,9 +171,9 @@ def gateway_pairs(campaign: Campaign, schemas: dict) -> list[Pair]:
              Endpoint("nova-api", http_sender(f"{layout.url(layout.region_port(REGION, 'nova'))}/v2.1"), tokens,
                       _fill(campaign))),
         Pair("cinder-gateway", cinder,
-             Endpoint("gateway", http_sender(f"{gateway}/volume/v3/{{project}}"), tokens, _fill(campaign)),
-             Endpoint("cinder-api", http_sender(f"{layout.url(layout.region_port(REGION, 'cinder'))}/v3/{{project}}"),
-                      tokens, _fill(campaign))),
+             Endpoint("gateway", http_sender(f"{gateway}/volume/v3"), tokens, _fill(campaign), prefix="/{project}"),
+             Endpoint("cinder-api", http_sender(f"{layout.url(layout.region_port(REGION, 'cinder'))}/v3"),
+                      tokens, _fill(campaign), prefix="/{project}")),
     ]
 
 
