@@ -31,7 +31,8 @@ def _pairs(campaign, names: list[str], stack):
     from tests.fuzz import apis, targets
 
     services = tuple(s for s, wanted in (("neutron", any(n.startswith("neutron") for n in names)),
-                                          ("nova", "nova-gateway" in names), ("cinder", "cinder-gateway" in names))
+                                          ("nova", "gateway" in ",".join(names)),
+                                          ("cinder", "gateway" in ",".join(names)))
                      if wanted)
     schemas = apis.read_schemas(services) if services else {}
     pairs = []
