@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -144,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--index", type=int, required=True)
     replay.set_defaults(func=_replay)
     args = parser.parse_args(argv)
+    # A stopped campaign still removes what it made (the finally clauses run).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return args.func(args)
 
 

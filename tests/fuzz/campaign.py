@@ -13,6 +13,7 @@ endpoint (the Admin API) is held to its own spec: no 5xx at all.
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import time
@@ -54,19 +55,35 @@ class Endpoint:
             headers["X-Auth-Token"] = self.tokens[who]
         try:
             return self.send(request.method, path, body, headers)
-        except Exception:  # noqa: BLE001 - no answer is an answer: counted, never raised
+        except (OSError, http.client.HTTPException):  # no answer is an answer: counted, never raised
             return NO_ANSWER
 
 
 def http_sender(base_url: str, timeout: float = TIMEOUT) -> Callable[..., int]:
-    import requests
+    """Plain http.client, one connection per request: a server that answers before
+    reading the body (gunicorn's 414 for a long request line) and closes is still
+    heard, where a client that fails on the unsent body would report no answer."""
+    from urllib.parse import urlsplit
 
-    session = requests.Session()
+    from requests.utils import requote_uri
+
+    base = urlsplit(base_url)
 
     def send(method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> int:
-        resp = session.request(method, base_url.rstrip("/") + path, data=body, headers=dict(headers),
-                               timeout=timeout, allow_redirects=False)
-        return resp.status_code
+        conn = http.client.HTTPConnection(base.hostname, base.port, timeout=timeout)
+        try:
+            conn.putrequest(method, requote_uri(base.path.rstrip("/") + path), skip_accept_encoding=True)
+            for name, value in {**headers, "Content-Length": str(len(body or b""))}.items():
+                conn.putheader(name, value)
+            conn.endheaders()
+            try:
+                if body:
+                    conn.send(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # answered (and closed) before the body was read: read that answer
+            return conn.getresponse().status
+        finally:
+            conn.close()
 
     return send
 

@@ -58,7 +58,8 @@ class Request:
         body = "" if self.body is None else self.body[:limit].decode("utf-8", "backslashreplace")
         more = "" if self.body is None or len(self.body) <= limit else f"... ({len(self.body)} bytes)"
         who = "admin" if self.admin else "member"
-        return f"{self.method} {self.path} [{who}, {self.what}] {body}{more}"
+        path = self.path if len(self.path) <= limit else f"{self.path[:limit]}... ({len(self.path)} chars)"
+        return f"{self.method} {path} [{who}, {self.what}] {body}{more}"
 
 
 # --- hostile values -----------------------------------------------------------------
