@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+STOP: list[bool] = []  # set by SIGTERM
 sys.path.insert(0, str(REPO))
 
 
@@ -66,14 +67,19 @@ def _campaign(args) -> int:
         with ExitStack() as stack:
             pairs = _pairs(run, names, stack)
             per_pair = args.requests // len(pairs)
-            for pair in pairs:
-                done = 0
-                while done < per_pair and time.monotonic() < deadline:
+            done = {pair.name: 0 for pair in pairs}
+            # Round-robin, one batch per pair a turn: a campaign cut short by
+            # --max-minutes has covered every pair alike.
+            while time.monotonic() < deadline and not STOP and any(n < per_pair for n in done.values()):
+                for pair in pairs:
+                    if done[pair.name] >= per_pair or time.monotonic() >= deadline or STOP:
+                        continue
                     seed = rng.randrange(2**32)
-                    count = min(args.batch, per_pair - done)
-                    result = fuzz.run(pair, seed, count, generate.requests_for(pair.api, seed, count), deadline)
+                    count = min(args.batch, per_pair - done[pair.name])
+                    result = fuzz.run(pair, seed, count, generate.requests_for(pair.api, seed, count), deadline,
+                                       stop=lambda: bool(STOP))
                     results.append(result)
-                    done += len(result.outcomes)
+                    done[pair.name] += len(result.outcomes)
                     print(f"{pair.name} seed {seed}: {len(result.outcomes)} requests, {len(result.diffs)} diffs, "
                           f"{len(result.stock_5xx)} stock 5xx, {result.seconds:.0f}s", flush=True)
                     for outcome in result.diffs:
@@ -145,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--index", type=int, required=True)
     replay.set_defaults(func=_replay)
     args = parser.parse_args(argv)
-    # A stopped campaign still removes what it made (the finally clauses run).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # SIGTERM ends a campaign after the request under way: it reports and removes what it made.
+    signal.signal(signal.SIGTERM, lambda *_: STOP.append(True))
     return args.func(args)
 
 

@@ -139,13 +139,13 @@ class PairResult:
 
 
 def run(pair: Pair, seed: int, count: int, requests: list[Request] | None = None,
-        deadline: float | None = None) -> PairResult:
+        deadline: float | None = None, stop: Callable[[], bool] = lambda: False) -> PairResult:
     """Every request to the stock endpoint then to Isthmus; stops early only at ``deadline``
-    (time.monotonic()), so a campaign stays bounded in time as well as in count."""
+    (time.monotonic()) or once ``stop()``, so a campaign stays bounded in time as well as in count."""
     started = time.monotonic()
     result = PairResult(pair.name, pair.api.name, seed)
     for index, request in enumerate(requests if requests is not None else requests_for(pair.api, seed, count)):
-        if deadline is not None and time.monotonic() > deadline:
+        if (deadline is not None and time.monotonic() > deadline) or stop():
             break
         stock = pair.stock.answer(request) if pair.stock is not None else None
         result.outcomes.append(Outcome(index, request, stock, pair.isthmus.answer(request)))

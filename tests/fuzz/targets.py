@@ -250,6 +250,7 @@ def cleanup(campaign: Campaign) -> list[str]:
     layout = campaign.layout
     headers = {"X-Auth-Token": campaign.admin.token}
     left: list[str] = []
+    ours = {campaign.member.project_id, campaign.admin.project_id}
     urls = [layout.url(layout.central_neutron_port), layout.url(layout.neutron_port(REGION))]
     if layout.stock_neutron:
         urls.append(layout.url(layout.stock_neutron_port))
@@ -264,12 +265,15 @@ def cleanup(campaign: Campaign) -> list[str]:
             for item in items:
                 if item.get("created_at", "") < campaign.started or item.get("name") == "default":
                     continue
+                if item.get("project_id") not in ours:  # e.g. a region's copy of another test's network
+                    continue
                 if collection == "ports" and (item.get("device_owner") or "").startswith("network:"):
                     continue
                 resp = requests.delete(f"{url}/v2.0/{collection}/{item['id']}", headers=headers, timeout=120)
                 if resp.status_code >= 400 and resp.status_code != 404:
                     left.append(f"{url} {collection}/{item['id']}: {resp.status_code}")
     if layout.compute:
+        left += _remove_servers_and_volumes(campaign, ours)
         gateway = f"{layout.url(layout.gateway_port)}/compute/v2.1"
         flavors = requests.get(f"{gateway}/flavors?is_public=None", headers=headers, timeout=120).json()
         for flavor in flavors.get("flavors", []):
@@ -277,6 +281,31 @@ def cleanup(campaign: Campaign) -> list[str]:
                 requests.delete(f"{gateway}/flavors/{flavor['id']}", headers=headers, timeout=120)
     requests.delete(f"{layout.auth_url}/users/{campaign.member.user_id}", headers=headers, timeout=60)
     requests.delete(f"{layout.auth_url}/projects/{campaign.member.project_id}", headers=headers, timeout=60)
+    return left
+
+
+def _remove_servers_and_volumes(campaign: Campaign, ours: set[str]) -> list[str]:
+    """Servers and volumes a request made (a schema-valid create can succeed), in every region."""
+    layout = campaign.layout
+    headers = {"X-Auth-Token": campaign.admin.token, "Accept": "application/json"}
+    left = []
+    for region in layout.regions:
+        nova = f"{layout.url(layout.region_port(region, 'nova'))}/v2.1"
+        cinder = f"{layout.url(layout.region_port(region, 'cinder'))}/v3/{campaign.admin.project_id}"
+        for url, key, member in ((f"{nova}/servers/detail?all_tenants=1", "servers", f"{nova}/servers"),
+                                 (f"{cinder}/volumes/detail?all_tenants=1", "volumes", f"{cinder}/volumes")):
+            try:
+                items = requests.get(url, headers=headers, timeout=120).json().get(key, [])
+            except (requests.RequestException, ValueError) as err:
+                left.append(f"{url}: {err}")
+                continue
+            for item in items:
+                owner = item.get("tenant_id") or item.get("os-vol-tenant-attr:tenant_id")
+                created = item.get("created") or item.get("created_at") or ""
+                if owner in ours and created.replace(" ", "T")[:19] >= campaign.started[:19]:
+                    resp = requests.delete(f"{member}/{item['id']}", headers=headers, timeout=120)
+                    if resp.status_code >= 400 and resp.status_code != 404:
+                        left.append(f"{member}/{item['id']}: {resp.status_code}")
     return left
 
 
