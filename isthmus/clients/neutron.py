@@ -90,7 +90,9 @@ class NeutronClient:
     def get(self, collection: str, obj_id: str) -> dict | None:
         member = _member(collection, obj_id)
         body = self.call("GET", member) if member else None
-        return body[singular(collection)] if body else None
+        # A body without the object (a list, a version document) means the URL
+        # reached something else: no object has that id.
+        return body.get(singular(collection)) if isinstance(body, dict) else None
 
     def list(self, collection: str, **filters: Any) -> list[dict]:
         """Every item, whatever ``pagination_max_limit`` the server has: a
@@ -171,11 +173,12 @@ MAX_PAGES = 10_000  # bounds a list whose server keeps inventing markers
 
 
 def _member(collection: str, obj_id: Any) -> str | None:
-    """``collection/<id>`` with the id percent-encoded whole (an id holding ``/``,
-    ``?`` or ``#`` must not name another URL); None for an id no object can have
-    ("", ".", "..": a URL would resolve them to the collection or above it)."""
+    """``collection/<id>`` with the id percent-encoded whole (an id holding ``?``
+    or ``#`` must not name another URL); None for an id no object can have and a
+    URL cannot carry: "", "." and ".." resolve to the collection or above it, and
+    a server decodes ``%2F`` back into a path separator."""
     text = str(obj_id) if obj_id is not None else ""
-    if text in ("", ".", ".."):
+    if text in ("", ".", "..") or "/" in text:
         return None
     return f"{collection}/{quote(text.encode('utf-8', 'surrogatepass'), safe='')}"
 

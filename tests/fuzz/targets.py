@@ -128,11 +128,9 @@ def _neutron_objects(url: str, token: str, tag: str, network_url: str | None = N
 
 
 def _neutron_endpoint(name: str, url: str, campaign: Campaign, network_url: str | None = None) -> Endpoint:
-    tag = f"fuzz-{name}"
-    fill = {
-        "member": _neutron_objects(url, campaign.member.token, tag, network_url),
-        "admin": _neutron_objects(url, campaign.admin.token, tag, network_url),
-    }
+    # The member's objects serve the admin's requests too (an admin reaches every project's).
+    objects = _neutron_objects(url, campaign.member.token, f"fuzz-{name}", network_url)
+    fill = {"member": objects, "admin": objects}
     return Endpoint(name, http_sender(url), {"member": campaign.member.token, "admin": campaign.admin.token}, fill)
 
 
@@ -258,7 +256,8 @@ def cleanup(campaign: Campaign) -> list[str]:
         for collection, key in (("ports", "ports"), ("subnets", "subnets"), ("networks", "networks"),
                                 ("security-groups", "security_groups")):
             try:
-                items = _all(f"{url}/v2.0/{collection}", key, headers)
+                items = [i for project in sorted(ours)
+                         for i in _all(f"{url}/v2.0/{collection}?project_id={project}", key, headers)]
             except (requests.RequestException, ValueError) as err:
                 left.append(f"{url} {collection}: {err}")
                 continue
@@ -313,7 +312,7 @@ def _all(url: str, key: str, headers: dict) -> list[dict]:
     """Every item of a Neutron list, page after page."""
     items: list[dict] = []
     next_url: str | None = url
-    while next_url:
+    while next_url:  # the next link keeps the query
         body = requests.get(next_url, headers=headers, timeout=120).json()
         items += body.get(key, [])
         next_url = next((link["href"] for link in body.get(f"{key}_links", []) if link.get("rel") == "next"), None)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 SEED = 17
 # Requests per pair: about a minute of CI in all, with the stock side's.
-COUNTS = {"neutron-central": 250, "neutron-region": 250, "nova-gateway": 120, "cinder-gateway": 120}
+COUNTS = {"neutron-central": 200, "neutron-region": 200, "nova-gateway": 100, "cinder-gateway": 100}
 
 
 @pytest.fixture(scope="module")
