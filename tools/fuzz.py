@@ -119,7 +119,7 @@ def _replay(args) -> int:
     try:
         with ExitStack() as stack:
             pair = _pairs(run, [args.pair], stack)[0]
-            request = generate.requests_for(pair.api, args.seed, args.index + 1)[args.index]
+            request = generate.requests_for(pair.api, args.seed, args.count)[args.index]
             print(request.show(2000))
             if pair.stock is not None:
                 print(f"stock ({pair.stock.name}): {pair.stock.answer(request)}")
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--state-dir", type=Path, default=REPO / ".sandbox")
     replay.add_argument("--pair", required=True, choices=PAIRS)
     replay.add_argument("--seed", type=int, required=True)
+    replay.add_argument("--count", type=int, required=True, help="as many as the run drew with that seed")
     replay.add_argument("--index", type=int, required=True)
     replay.set_defaults(func=_replay)
     args = parser.parse_args(argv)

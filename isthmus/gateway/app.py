@@ -76,7 +76,10 @@ class Call:
     def rel(self) -> str:
         """Path relative to a region's version endpoint, project segment included."""
         parts = ([self.project] if self.project else []) + self.segments
-        return "/".join(parts)
+        # A trailing slash goes on as sent: the region decides what it means (issue 17:
+        # dropping it turned Nova's 404 for POST /flavors/ into a parse of the body).
+        slash = "/" if parts and self.request.path.endswith("/") else ""
+        return "/".join(parts) + slash
 
     def rel_for(self, *segments: str) -> str:
         return "/".join(([self.project] if self.project else []) + list(segments))
@@ -174,6 +177,10 @@ class Gateway:
         except microversion.BadVersion as err:
             raise Fault(406, str(err)) from None
         identity = await self.validator.validate(request.headers)
+        if any(s in (".", "..") for s in rest):
+            # No resource has such a name; forwarded, the URL would resolve it to
+            # another one (PATCH /os-keypairs/.. became PATCH /v2.1/ in the region).
+            raise Fault(404, "Not found.")
         project, segments = _split_project(api, rest)
         if project and project != identity.project_id and not identity.is_admin:
             raise Fault(403, f"Project {project} is not the project of the token.")

@@ -13,6 +13,7 @@ endpoint (the Admin API) is held to its own spec: no 5xx at all.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import re
@@ -113,6 +114,7 @@ class PairResult:
     pair: str
     api: str
     seed: int
+    count: int = 0  # how many were drawn with the seed (the draw depends on it too)
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -135,7 +137,7 @@ class PairResult:
     def replay(self, outcome: Outcome) -> str:
         return (f"{self.pair} #{outcome.index}: stock {outcome.stock}, isthmus {outcome.isthmus}: "
                 f"{outcome.request.show()}\n    replay: .venv/bin/python tools/fuzz.py replay --pair {self.pair} "
-                f"--seed {self.seed} --index {outcome.index}")
+                f"--seed {self.seed} --count {self.count} --index {outcome.index}")
 
 
 def run(pair: Pair, seed: int, count: int, requests: list[Request] | None = None,
@@ -143,7 +145,7 @@ def run(pair: Pair, seed: int, count: int, requests: list[Request] | None = None
     """Every request to the stock endpoint then to Isthmus; stops early only at ``deadline``
     (time.monotonic()) or once ``stop()``, so a campaign stays bounded in time as well as in count."""
     started = time.monotonic()
-    result = PairResult(pair.name, pair.api.name, seed)
+    result = PairResult(pair.name, pair.api.name, seed, count)
     for index, request in enumerate(requests if requests is not None else requests_for(pair.api, seed, count)):
         if (deadline is not None and time.monotonic() > deadline) or stop():
             break
@@ -179,6 +181,11 @@ def report(results: list[PairResult]) -> dict[str, Any]:
             "pair": r.pair, "seed": r.seed, "requests": len(r.outcomes), "seconds": round(r.seconds, 1),
             "stock": dict(r.classes("stock")), "isthmus": dict(r.classes("isthmus")),
             "diffs": [r.replay(o) for o in r.diffs],
+            # The whole request too: a replay by seed is exact for the same code and Hypothesis.
+            "diff_requests": [{"index": o.index, "method": o.request.method, "path": o.request.path,
+                               "admin": o.request.admin, "what": o.request.what,
+                               "body_base64": base64.b64encode(o.request.body).decode()
+                               if o.request.body is not None else None} for o in r.diffs],
             "stock_5xx": [f"#{o.index} {o.stock}: {o.request.show(120)}" for o in r.stock_5xx],
         } for r in results],
     }

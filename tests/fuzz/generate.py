@@ -10,7 +10,7 @@ method on every collection and member, with real ids and odd ones.
 
 Hypothesis draws the requests; a seed fixes them (``requests_for(api, seed, n)``
 gives the same list every time for the same code), so a failure is replayed by
-(api, seed, index).
+(api, seed, count, index): Hypothesis's draw depends on how many it draws.
 """
 
 from __future__ import annotations
@@ -376,7 +376,7 @@ def request_for(draw, api: Api) -> Request:
 
 
 def requests_for(api: Api, seed: int, count: int) -> list[Request]:
-    """``count`` requests for ``api``, the same ones for the same seed."""
+    """``count`` requests for ``api``, the same ones for the same seed and count."""
     drawn: list[Request] = []
 
     @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate], derandomize=False,
