@@ -119,7 +119,8 @@ def _replay(args) -> int:
     try:
         with ExitStack() as stack:
             pair = _pairs(run, [args.pair], stack)[0]
-            request = generate.requests_for(pair.api, args.seed, args.count)[args.index]
+            request = _from_report(args) if args.report else \
+                generate.requests_for(pair.api, args.seed, args.count)[args.index]
             print(request.show(2000))
             if pair.stock is not None:
                 print(f"stock ({pair.stock.name}): {pair.stock.answer(request)}")
@@ -128,6 +129,23 @@ def _replay(args) -> int:
         if run is not None:
             targets.cleanup(run)
     return 0
+
+
+def _from_report(args):
+    """The diff (pair, seed, index) as a campaign's report recorded it, whole."""
+    import base64
+    import json
+
+    from tests.fuzz.generate import Request
+
+    report = json.loads(Path(args.report).read_text())
+    for entry in report["rounds"]["pairs"]:
+        if entry["pair"] == args.pair and entry["seed"] == args.seed:
+            for req in entry.get("diff_requests", []):
+                if req["index"] == args.index:
+                    body = base64.b64decode(req["body_base64"]) if req["body_base64"] is not None else None
+                    return Request(req["method"], req["path"], body, req["admin"], req["what"])
+    raise SystemExit(f"no diff {args.pair} seed {args.seed} #{args.index} in {args.report}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--state-dir", type=Path, default=REPO / ".sandbox")
     replay.add_argument("--pair", required=True, choices=PAIRS)
     replay.add_argument("--seed", type=int, required=True)
-    replay.add_argument("--count", type=int, required=True, help="as many as the run drew with that seed")
+    replay.add_argument("--count", type=int, default=0, help="as many as the run drew with that seed")
+    replay.add_argument("--report", help="take the request from a campaign's report instead of drawing it")
     replay.add_argument("--index", type=int, required=True)
     replay.set_defaults(func=_replay)
     args = parser.parse_args(argv)
