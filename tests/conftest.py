@@ -75,12 +75,13 @@ def sandbox(tmp_path_factory) -> Sandbox:
     state_dir = tmp_path_factory.mktemp("sandbox")
     base = free_base_port(int(os.environ.get("ISTHMUS_TEST_BASE_PORT", "31000")), 2)
     # A small page limit in every Neutron: every list (Isthmus', Nova's, the
-    # tests') must page to the end for any test to pass.
-    # Servers are real network endpoints where the machine allows it (root):
-    # tests/integration/test_dataplane.py pings across regions.
+    # tests') must page to the end for any test to pass. Servers are real network
+    # endpoints where the machine allows it (root): tests/integration/test_dataplane.py
+    # pings across regions. A stock Neutron next to central: the baseline of the
+    # differential fuzz tests (docs/fuzzing.md).
     dataplane = ["--dataplane"] if dataplane_possible() else []
     up = isthmus("sandbox", "up", "--state-dir", str(state_dir), "--base-port", str(base),
-                 "--neutron-page-limit", str(TEST_PAGE_LIMIT), *dataplane, check=False)
+                 "--neutron-page-limit", str(TEST_PAGE_LIMIT), "--stock-neutron", *dataplane, check=False)
     if up.returncode != 0:
         isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
         pytest.fail(f"sandbox up failed:\n{up.stdout}\n{up.stderr}")

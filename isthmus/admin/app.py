@@ -154,7 +154,7 @@ class AdminApi:
         except Exception as exc:  # noqa: BLE001 - every error becomes a JSON answer
             status = faults.status_of(exc) or 500
             if status >= 500:
-                LOG.exception("%s %s failed", req.method, req.path_qs)
+                LOG.exception("%s %s failed", req.method, _raw_path(req))
                 message = (f"internal error (request {req.environ.get('openstack.request_id', '-')}); "
                            "see the isthmus-admin log")
             else:
@@ -162,12 +162,15 @@ class AdminApi:
             headers = exc.headers if isinstance(exc, ApiError) else ()
             resp = faults.response(status, message, headers)
             detail = f": {message}"
-        LOG.info("%s %s -> %d in %.3fs user=%s project=%s request=%s%s", req.method, req.path_qs, resp.status_int,
+        LOG.info("%s %s -> %d in %.3fs user=%s project=%s request=%s%s", req.method, _raw_path(req), resp.status_int,
                  time.monotonic() - started, ctx.user_id, ctx.project_id, ctx.request_id, detail)
         return resp
 
     def _dispatch(self, req: webob.Request, ctx: oslo_context.RequestContext) -> tuple[int, Body]:
-        path = req.path_info.rstrip("/") or "/"
+        try:
+            path = req.path_info.rstrip("/") or "/"
+        except UnicodeDecodeError:
+            raise BadRequest("path: not valid UTF-8 once percent-decoded") from None
         route, params = self._match(path)
         operation = route.operations.get(req.method) if route else None
         if operation is not None and operation.rule is None:
@@ -245,10 +248,10 @@ class AdminApi:
     # -- routings ------------------------------------------------------------------
 
     def _routing(self, ctx: Any, routing_id: str) -> registry.Routing:
-        try:
-            found = self.registry.get_routing(int(routing_id))
-        except ValueError:
-            raise NotFound(f"routing {routing_id} not found") from None
+        number = _object_id(routing_id)
+        if number is None:
+            raise NotFound(f"routing {routing_id} not found")
+        found = self.registry.get_routing(number)
         if not self._sees_project(ctx, ROUTINGS_ALL_PROJECTS, found.project_id):
             raise NotFound(f"routing {routing_id} not found")
         return found
@@ -324,10 +327,10 @@ class AdminApi:
     # -- bindings ------------------------------------------------------------------
 
     def _binding(self, ctx: Any, binding_id: str) -> registry.Binding:
-        try:
-            found = self.bindings.get(int(binding_id))
-        except ValueError:
-            raise NotFound(f"binding {binding_id} not found") from None
+        number = _object_id(binding_id)
+        if number is None:
+            raise NotFound(f"binding {binding_id} not found")
+        found = self.bindings.get(number)
         if not self._sees_project(ctx, BINDINGS_ALL_PROJECTS, found.project_id):
             raise NotFound(f"binding {binding_id} not found")
         return found
@@ -487,6 +490,8 @@ def _body(req: webob.Request, key: str) -> Body:
         data = json.loads(req.body)
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("body: not valid JSON") from None
+    except RecursionError:  # Python's parser gives up on deep nesting: refuse it, don't crash
+        raise BadRequest("body: JSON nested too deeply") from None
     if not isinstance(data, dict) or key not in data:
         raise BadRequest(shape)
     extra = sorted(set(data) - {key})
@@ -508,7 +513,11 @@ def _query(req: webob.Request, filters: Iterable[str]) -> dict[str, str]:
     """Query parameters: each at most once, and only known filters or limit/marker."""
     filters = tuple(filters)
     out: dict[str, str] = {}
-    for key, value in req.GET.items():
+    try:
+        given = list(req.GET.items())
+    except UnicodeDecodeError:
+        raise BadRequest("query: not valid UTF-8 once percent-decoded") from None
+    for key, value in given:
         if key in out:
             raise BadRequest(f"{key}: given more than once")
         out[key] = value
@@ -519,8 +528,30 @@ def _query(req: webob.Request, filters: Iterable[str]) -> dict[str, str]:
     return out
 
 
+# Ids and paging numbers are 64-bit signed integers in every database the registry runs on.
+MIN_ID, MAX_ID = -(2**63), 2**63 - 1
+
+
 def _integer(name: str, value: str) -> int:
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError):
         raise BadRequest(f"{name}: must be an integer, got {value!r}") from None
+    if not MIN_ID <= number <= MAX_ID:
+        raise BadRequest(f"{name}: {value} is out of range (a 64-bit integer)")
+    return number
+
+
+def _object_id(value: str) -> int | None:
+    """A routing's or binding's id from the URL; None if it cannot be one (its GET is then a 404)."""
+    try:
+        number = int(value)
+    except ValueError:
+        return None
+    return number if MIN_ID <= number <= MAX_ID else None
+
+
+def _raw_path(req: webob.Request) -> str:
+    """The path and query as sent, for logs (decoding them may be what failed)."""
+    query = req.environ.get("QUERY_STRING")
+    return req.environ.get("PATH_INFO", "") + (f"?{query}" if query else "")

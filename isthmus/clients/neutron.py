@@ -11,7 +11,7 @@ Every request is bounded by ``timeout`` and first runs the caller's
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
@@ -91,8 +91,11 @@ class NeutronClient:
         return resp.json() if resp.content else {}
 
     def get(self, collection: str, obj_id: str) -> dict | None:
-        body = self.call("GET", f"{collection}/{obj_id}")
-        return body[singular(collection)] if body else None
+        member = _member(collection, obj_id)
+        body = self.call("GET", member) if member else None
+        # A body without the object (a list, a version document) means the URL
+        # reached something else: no object has that id.
+        return body.get(singular(collection)) if isinstance(body, dict) else None
 
     def list(self, collection: str, **filters: Any) -> list[dict]:
         """Every item, whatever ``pagination_max_limit`` the server has: a
@@ -147,22 +150,40 @@ class NeutronClient:
         (Neutron answers 412, raised as Rejected, when it changed meanwhile)."""
         key = singular(collection)
         headers = {"If-Match": f"revision_number={if_revision}"} if if_revision is not None else None
-        body = self.call("PUT", f"{collection}/{obj_id}", {key: changes}, headers=headers)
+        member = _member(collection, obj_id)
+        if member is None:
+            return None
+        body = self.call("PUT", member, {key: changes}, headers=headers)
         return body[key] if body else None
 
     def action(self, collection: str, obj_id: str, action: str, request: dict) -> dict | None:
         """A member action (``PUT <collection>/<id>/<action>``) with its body as
         given (an address group's ``add_addresses`` takes ``{"addresses": [...]}``,
         not wrapped); the updated object, None for a 404."""
-        body = self.call("PUT", f"{collection}/{obj_id}/{action}", request)
+        member = _member(collection, obj_id)
+        if member is None:
+            return None
+        body = self.call("PUT", f"{member}/{action}", request)
         return body.get(singular(collection), body) if body is not None else None
 
     def delete(self, collection: str, obj_id: str) -> bool:
         """True if deleted, False if it was already gone."""
-        return self.call("DELETE", f"{collection}/{obj_id}") is not None
+        member = _member(collection, obj_id)
+        return member is not None and self.call("DELETE", member) is not None
 
 
 MAX_PAGES = 10_000  # bounds a list whose server keeps inventing markers
+
+
+def _member(collection: str, obj_id: Any) -> str | None:
+    """``collection/<id>`` with the id percent-encoded whole (an id holding ``?``
+    or ``#`` must not name another URL); None for an id no object can have and a
+    URL cannot carry: "", "." and ".." resolve to the collection or above it, and
+    a server decodes ``%2F`` back into a path separator."""
+    text = str(obj_id) if obj_id is not None else ""
+    if text in ("", ".", "..") or "/" in text:
+        return None
+    return f"{collection}/{quote(text.encode('utf-8', 'surrogatepass'), safe='')}"
 
 
 def _next_link(links: Any) -> str | None:

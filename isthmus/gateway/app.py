@@ -158,6 +158,10 @@ class Gateway:
         except microversion.BadVersion as err:
             raise Fault(406, str(err)) from None
         identity = await self.validator.validate(request.headers)
+        if any(s in (".", "..") for s in rest):
+            # No resource has such a name; forwarded, the URL would resolve it to
+            # another one (PATCH /os-keypairs/.. became PATCH /v2.1/ in the region).
+            raise Fault(404, "Not found.")
         project, segments = split_project(api, rest)
         if project and project != identity.project_id and not identity.is_admin:
             raise Fault(403, f"Project {project} is not the project of the token.")

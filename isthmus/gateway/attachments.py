@@ -36,7 +36,7 @@ def attachment_create(body: bytes) -> AttachmentCreate:
     """The volume and server of ``POST /attachments``, validated (400 naming the field)."""
     try:
         doc = json.loads(body or b"null")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         raise Fault(400, "Malformed request body.") from None
     attachment = doc.get("attachment") if isinstance(doc, dict) else None
     if not isinstance(attachment, dict):

@@ -62,7 +62,10 @@ class Call:
     def rel(self) -> str:
         """Path relative to a region's version endpoint, project segment included."""
         parts = ([self.project] if self.project else []) + self.segments
-        return "/".join(parts)
+        # A trailing slash goes on as sent: the region decides what it means (issue 17:
+        # dropping it turned Nova's 404 for POST /flavors/ into a parse of the body).
+        slash = "/" if parts and self.request.path.endswith("/") else ""
+        return "/".join(parts) + slash
 
     def rel_for(self, *segments: str) -> str:
         return "/".join(([self.project] if self.project else []) + list(segments))

@@ -79,7 +79,7 @@ class Creates:
     async def _place(self, call: Call, spec: Routed) -> tuple[dict, bytes, str]:
         try:
             doc = json.loads(call.body or b"null")
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
             raise Fault(400, "Malformed request body.") from None
         obj = doc.get(spec.singular) if isinstance(doc, dict) else None
         if not isinstance(obj, dict):

@@ -16,7 +16,7 @@ from isthmus.gateway.routing import Router
 def _events(body: bytes) -> list[dict]:
     try:
         events = json.loads(body)["events"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise Fault(400, "Malformed request body: 'events' is required.") from None
     if not isinstance(events, list) or not events:
         raise Fault(400, "Invalid input for field/attribute events: must be a non-empty list.")

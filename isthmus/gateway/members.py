@@ -73,7 +73,7 @@ class MemberCalls:
     async def _check_attach(self, call: Call, server_region: str) -> None:
         try:
             volume_id = json.loads(call.body)["volumeAttachment"]["volumeId"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return  # the region answers with its own 400
         if not isinstance(volume_id, str):
             return  # Nova's schema answers 400 naming volumeId

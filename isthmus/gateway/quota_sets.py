@@ -48,7 +48,7 @@ def user_quota_write(segments: list[str], query_string: str, method: str, body: 
         try:
             quota_set = json.loads(body or b"null")["quota_set"]
             keys = tuple(sorted(k for k in quota_set if k != "force"))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return None  # the master refused it already
     return UserQuotaWrite(segments[1], user, keys, method == "DELETE")
 

@@ -107,12 +107,19 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
 
 
 def admin_connection(layout: Layout, region: str = CENTRAL_REGION):
+    """As admin in ``region``; for the stock Neutron (in no catalogue), CentralRegion
+    with its network endpoint pointed at the stock server."""
     import openstack
 
+    from isthmus.sandbox.layout import STOCK_NEUTRON
+
+    extra = {}
+    if region == STOCK_NEUTRON:
+        region, extra = CENTRAL_REGION, {"network_endpoint_override": layout.url(layout.stock_neutron_port)}
     return openstack.connect(
         auth_url=layout.auth_url, username="admin", password=PASSWORD, project_name="admin",
         user_domain_name="Default", project_domain_name="Default", region_name=region,
-        identity_interface="public",
+        identity_interface="public", **extra,
     )
 
 

@@ -14,6 +14,9 @@ import re
 from pathlib import Path
 
 CENTRAL_REGION = "CentralRegion"
+# A stock ML2 neutron-server next to central (``--stock-neutron``): not in any
+# catalogue; the differential fuzz tests' baseline (docs/fuzzing.md).
+STOCK_NEUTRON = "Stock"
 DEFAULT_REGIONS = ("RegionOne", "RegionTwo")
 DEFAULT_BASE_PORT = 21000
 DEFAULT_STATE_DIR = ".sandbox"
@@ -26,6 +29,7 @@ KEYSTONE_OFFSET = 0
 CENTRAL_NEUTRON_OFFSET = 1
 ADMIN_API_OFFSET = 2  # Isthmus Admin API (multiregion)
 GATEWAY_OFFSET = 3  # isthmus-gateway: CentralRegion's compute (and volume) endpoint
+STOCK_NEUTRON_OFFSET = 4  # --stock-neutron
 MARIADB_OFFSET = 9
 REGION_OFFSETS = {"neutron": 0, "nova": 1, "placement": 2, "glance": 3, "cinder": 4}
 MAX_REGIONS = 9
@@ -70,6 +74,8 @@ class Layout:
     # Real network endpoints: a namespace per compute host and per server, wired
     # by a per-region agent from Neutron's API (isthmus/sandbox/dataplane/).
     dataplane: bool = False
+    # One more neutron-server, stock ML2, in no catalogue (docs/fuzzing.md).
+    stock_neutron: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
@@ -103,9 +109,15 @@ class Layout:
         index = self.regions.index(region)
         return self.base_port + 10 * (index + 1) + REGION_OFFSETS[service]
 
+    @property
+    def stock_neutron_port(self) -> int:
+        return self.base_port + STOCK_NEUTRON_OFFSET
+
     def neutron_port(self, region: str) -> int:
         if region == CENTRAL_REGION:
             return self.central_neutron_port
+        if region == STOCK_NEUTRON:
+            return self.stock_neutron_port
         return self.region_port(region, "neutron")
 
     def availability_zone(self, region: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.dataplane.names import tunnel_ip
 from isthmus.sandbox.nova import compute_host
-from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
+from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, STOCK_NEUTRON, Layout
 
 
 def _dir(layout: Layout, region: str) -> Path:
@@ -41,7 +41,7 @@ def write_config(layout: Layout, region: str) -> None:
             "debug": False,
         },
         "database": {"connection": layout.sqlite_url(f"neutron-{region}")},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "neutron", PASSWORD, region),
+        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "neutron", PASSWORD, _catalog_region(region)),
         "oslo_concurrency": {"lock_path": layout.data / f"neutron-{region}" / "lock"},
         "oslo_messaging_notifications": {"driver": "noop"},
         "quotas": {"quota_network": -1, "quota_subnet": -1, "quota_port": -1, "quota_security_group": -1,
@@ -67,9 +67,15 @@ def write_config(layout: Layout, region: str) -> None:
     })
 
 
+def _catalog_region(region: str) -> str:
+    """The stock Neutron is in no catalogue; it finds Keystone as central does."""
+    return CENTRAL_REGION if region == STOCK_NEUTRON else region
+
+
 def _vni_range(layout: Layout, region: str) -> str:
-    """Central 1:99999; region i (1-based) 100000*i : 100000*i+99999."""
-    index = 0 if region == CENTRAL_REGION else layout.regions.index(region) + 1
+    """Central (and the stock Neutron, its own database) 1:99999; region i
+    (1-based) 100000*i : 100000*i+99999."""
+    index = 0 if region in (CENTRAL_REGION, STOCK_NEUTRON) else layout.regions.index(region) + 1
     return f"{100000 * index or 1}:{100000 * index + 99999}"
 
 
@@ -77,7 +83,7 @@ def _sandbox_agent(layout: Layout, region: str) -> dict:
     """The OVS agent row the sandbox binder keeps for the region's compute host
     (see ml2_binder); its tunnel IP is the host's underlay address (with
     ``--dataplane`` a real one, which the dataplane agents tunnel to)."""
-    if region == CENTRAL_REGION or not layout.compute:
+    if region in (CENTRAL_REGION, STOCK_NEUTRON) or not layout.compute:
         return {}
     return {"isthmus_sandbox": {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}}
 
@@ -88,7 +94,7 @@ def _plugins(layout: Layout, region: str) -> tuple[str, str, dict]:
     Central runs the Isthmus central plugin; it binds ports as the regions report
     them. Regions run the local plugin, with the sandbox-only binder standing in
     for real agents. ``--plain`` runs stock ML2 everywhere."""
-    if layout.plain:
+    if layout.plain or region == STOCK_NEUTRON:
         return "ml2", "isthmus_sandbox_binder", {}
     if region == CENTRAL_REGION:
         return "isthmus_central", "isthmus_central", {
@@ -105,8 +111,9 @@ def _plugins(layout: Layout, region: str) -> tuple[str, str, dict]:
 def _transport_url(layout: Layout, region: str) -> str:
     """Neutron casts agent notifications even with no agents; a broker must exist.
 
-    Without compute we have no vhost, so use a fake transport (no broker needed)."""
-    if not layout.compute:
+    Without compute we have no vhost, so use a fake transport (no broker needed);
+    the stock Neutron has no agents or Nova either."""
+    if not layout.compute or region == STOCK_NEUTRON:
         return "fake:/"
     from isthmus.sandbox import rabbitmq
 

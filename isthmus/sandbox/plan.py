@@ -7,12 +7,14 @@ from isthmus.sandbox import admin_api
 from isthmus.sandbox import cinder
 from isthmus.sandbox.dag import Step
 from isthmus.sandbox.dataplane import host as dataplane
-from isthmus.sandbox.layout import CENTRAL_REGION, Layout
+from isthmus.sandbox.layout import CENTRAL_REGION, STOCK_NEUTRON, Layout
 
 
 def planned_ports(layout: Layout) -> list[tuple[str, int]]:
     ports = [("keystone", layout.keystone_port), (f"neutron-{CENTRAL_REGION}", layout.central_neutron_port)]
     ports.append((admin_api.NAME, layout.admin_api_port))
+    if layout.stock_neutron:
+        ports.append((f"neutron-{STOCK_NEUTRON}", layout.stock_neutron_port))
     if layout.compute and not layout.db_url:
         ports.append(("mariadb", layout.mariadb_port))
     for region in layout.regions:
@@ -62,6 +64,15 @@ def steps(layout: Layout) -> list[Step]:
             Step(f"neutron-defaults-{region}",
                  lambda r=region: neutron.seed_default_rules(keystone.admin_connection(layout, r)),
                  (f"neutron-{region}", "catalog"), "default security-group rules"),
+        ]
+    if layout.stock_neutron:
+        plan += [
+            Step(f"neutron-setup-{STOCK_NEUTRON}", lambda: neutron.prepare(layout, STOCK_NEUTRON), what="schema"),
+            Step(f"neutron-{STOCK_NEUTRON}", _serve(lambda: neutron.start(layout, STOCK_NEUTRON)),
+                 (f"neutron-setup-{STOCK_NEUTRON}",), "stock ML2, in no catalogue (the fuzz tests' baseline)"),
+            Step(f"neutron-defaults-{STOCK_NEUTRON}",
+                 lambda: neutron.seed_default_rules(keystone.admin_connection(layout, STOCK_NEUTRON)),
+                 (f"neutron-{STOCK_NEUTRON}", "catalog"), "default security-group rules"),
         ]
     if not layout.plain:
         plan.append(Step("isthmus-xjob", lambda: xjob.start(layout), ("isthmus-db", "catalog"), "job worker"))
@@ -123,7 +134,8 @@ def starter(layout: Layout, name: str):
     }
     if layout.compute:
         starters["isthmus-gateway"] = _serve(lambda: gateway.start(layout))
-    for region in (CENTRAL_REGION, *layout.regions):
+    stock = (STOCK_NEUTRON,) if layout.stock_neutron else ()
+    for region in (CENTRAL_REGION, *layout.regions, *stock):
         starters[f"neutron-{region}"] = _serve(lambda r=region: neutron.start(layout, r))
     if layout.compute:
         for region in layout.regions:

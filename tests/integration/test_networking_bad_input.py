@@ -76,6 +76,13 @@ CASES = [
     Bad("regional rule naming an unknown remote group", "R1", "POST", lambda x: "/security-group-rules",
         lambda x: {"security_group_rule": {"security_group_id": x["sg"], "direction": "ingress",
                                            "remote_group_id": MISSING}}, 404, (MISSING,)),
+    # Issue 17 (found by the fuzz tier): no id reached the local plugin as None; stock answers 404.
+    Bad("regional PUT on the network collection", "R1", "PUT", lambda x: "/networks",
+        lambda x: {"network": {"name": "x"}}, 404, ("Network None could not be found",)),
+    Bad("regional DELETE on the network collection", "R1", "DELETE", lambda x: "/networks",
+        lambda x: {}, 404, ("Network None could not be found",)),
+    # An id of "..": once read from central as a URL, it named the collection.
+    Bad("regional subnet id '..'", "R1", "GET", lambda x: "/subnets/%2E%2E", lambda x: {}, 404, ("..",)),
 ]
 
 

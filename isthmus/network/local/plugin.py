@@ -143,11 +143,15 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         LOG.info("isthmus local plugin for region %s (az %s)", self.region, self.availability_zone)
 
     def _stripe(self, object_id: str) -> threading.RLock:
-        return self._stripes[zlib.crc32(object_id.encode()) % self._STRIPES]
+        return self._stripes[zlib.crc32(str(object_id).encode("utf-8", "surrogatepass")) % self._STRIPES]
 
     # ------------------------------------------------------------------ networks
     # Override: answer for a central network this region has not copied yet.
     def get_network(self, context, id, fields=None, net_db=None):
+        if not isinstance(id, str) or not id:
+            # No id at all (PUT or DELETE on /networks reaches here with None):
+            # nothing central could have; ML2 answers as for stock Neutron.
+            return super().get_network(context, id, fields, net_db)
         if id not in self._copying:
             try:
                 return super().get_network(context, id, fields, net_db)

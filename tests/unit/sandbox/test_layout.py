@@ -64,3 +64,18 @@ def test_region_list_keeps_order_and_trims():
 def test_base_port_must_leave_room(tmp_path):
     with pytest.raises(ValueError, match="--base-port"):
         Layout(tmp_path, base_port=65530)
+
+
+def test_stock_neutron_has_its_own_port_and_stock_ml2(tmp_path):
+    from isthmus.sandbox import neutron
+    from isthmus.sandbox.layout import STOCK_NEUTRON
+
+    layout = Layout(tmp_path, base_port=30000, compute=False, stock_neutron=True)
+    ports = dict(planned_ports(layout))
+    assert ports[f"neutron-{STOCK_NEUTRON}"] == layout.neutron_port(STOCK_NEUTRON) == 30004
+    assert len(set(ports.values())) == len(ports)
+    assert "neutron-Stock" not in dict(planned_ports(Layout(tmp_path, compute=False)))
+    layout.make_dirs()
+    neutron.write_config(layout, STOCK_NEUTRON)
+    conf = (layout.etc / f"neutron-{STOCK_NEUTRON}" / "neutron.conf").read_text()
+    assert "core_plugin = ml2" in conf and "isthmus" not in conf.split("[keystone_authtoken]")[0]
