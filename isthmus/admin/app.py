@@ -499,7 +499,24 @@ def _body(req: webob.Request, key: str) -> Body:
         raise BadRequest(f"body: unexpected key(s) {', '.join(extra)} next to {key!r}")
     if not isinstance(data[key], dict):
         raise BadRequest(f"{key}: must be an object")
+    _no_lone_surrogates(data[key], key)
     return data[key]
+
+
+def _no_lone_surrogates(value: Any, where: str) -> None:
+    """JSON may escape half a UTF-16 pair ("\\ud800"); no database can store it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRequest(f"{where}: not a valid Unicode string") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _no_lone_surrogates(k, where)
+            _no_lone_surrogates(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for n, v in enumerate(value):
+            _no_lone_surrogates(v, f"{where}[{n}]")
 
 
 def _known_fields(body: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
