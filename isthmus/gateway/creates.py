@@ -205,7 +205,11 @@ class Creates:
                 await asyncio.sleep(0.5)
                 continue
             if claim.state is ClaimState.RECOVER and claim.region:
-                found = await self._find_accepted(call, spec, claim.region, obj, claim.started_at)
+                try:
+                    found = await self._find_accepted(call, spec, claim.region, obj, claim.started_at)
+                except BaseException:  # still unknown: the next retry searches again
+                    await asyncio.shield(self.background.run(ledger.unknown, key, claim.owner))
+                    raise
                 if found is not None:
                     reply = _created_reply(spec, found)
                     await self._record(call, spec, claim.region, reply)
