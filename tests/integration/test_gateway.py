@@ -379,19 +379,24 @@ def test_29_quotas_enforced_across_regions(gw):
 
 def test_29b_concurrent_creates_never_exceed_the_global_quota(gw):
     """Check-then-create alone lets every concurrent create see the same usage;
-    reservations admit exactly what fits (issue 9 §5)."""
-    project = gw.project()
-    for _ in range(5):  # wait for earlier tests' deletes to settle
-        before = gw.call("GET", f"/os-quota-sets/{project}/detail").json()["quota_set"]["instances"]["in_use"]
-        time.sleep(2)
-        if gw.call("GET", f"/os-quota-sets/{project}/detail").json()["quota_set"]["instances"]["in_use"] == before:
-            break
-    assert gw.call("PUT", f"/os-quota-sets/{project}", "isthmus-admin",
-                   json={"quota_set": {"instances": before + 2}}).status_code == 200
-    token = gw.token()
-    zones = ["az1", "az2"]
-    made = []
+    reservations admit exactly what fits (issue 9 §5). A fresh project: its usage
+    is 0 and no earlier test's deletes can change it during the burst."""
+    import openstack
+
+    from isthmus.sandbox.layout import PASSWORD
+
+    ident = gw.conns["isthmus-admin"].identity
+    project = ident.create_project(name=name(), domain_id="default")
+    user = ident.create_user(name=name(), password=PASSWORD, domain_id="default")
+    ident.assign_project_role_to_user(project, user, ident.find_role("member"))
+    made: list[str] = []
+    conn = openstack.connect(auth_url=gw.layout.auth_url, username=user.name, password=PASSWORD,
+                             project_id=project.id, user_domain_name="Default", region_name=CENTRAL)
+    token = conn.session.get_token()
     try:
+        assert gw.call("PUT", f"/os-quota-sets/{project.id}", "isthmus-admin",
+                       json={"quota_set": {"instances": 2}}).status_code == 200
+        zones = ["az1", "az2"]
         with ThreadPoolExecutor(6) as pool:
             replies = list(pool.map(lambda n: gw.boot(name(), az=zones[n % 2], token=token), range(6)))
         made = [r.json()["server"]["id"] for r in replies if r.status_code == 202]
@@ -399,9 +404,15 @@ def test_29b_concurrent_creates_never_exceed_the_global_quota(gw):
         assert len(made) == 2 and len(refused) == 4, [(r.status_code, r.text[:200]) for r in replies]
         assert all("Quota exceeded" in r.text for r in refused)
     finally:
-        gw.call("PUT", f"/os-quota-sets/{project}", "isthmus-admin", json={"quota_set": {"instances": -1}})
         for server_id in made:
-            gw.call("DELETE", f"/servers/{server_id}")
+            gw.call("DELETE", f"/servers/{server_id}", token=token)
+        for server_id in made:
+            deadline = time.monotonic() + 120
+            while gw.call("GET", f"/servers/{server_id}", token=token).status_code != 404:
+                assert time.monotonic() < deadline, f"{server_id} not deleted"
+                time.sleep(1)
+        ident.delete_user(user)
+        ident.delete_project(project)
 
 
 # --- 30, 33: scoping, duplicate creates ---------------------------------------------------
