@@ -264,10 +264,12 @@ def test_a_hung_region_blocks_no_other_and_its_jobs_resume(sandbox, central, adm
         central.network.update_network(net, description="while RegionTwo hangs")
         for n in range(6):  # more changes than the worker has slots
             central.network.update_port(port_one.id, description=f"change {n}")
-        eventually(lambda: admin[one].network.get_port(port_one.id).description == "change 5", timeout=60,
+        # Bounded by one timed-out call to the hung region (the client's timeout and
+        # its one retry, 2 x 30 s) before its breaker opens; never by the hang itself.
+        eventually(lambda: admin[one].network.get_port(port_one.id).description == "change 5", timeout=150,
                    what=f"the port change in {one} while {two} hangs")
         eventually(lambda: admin[one].network.get_network(net.id).description == "while RegionTwo hangs",
-                   timeout=60, what=f"the network change in {one} while {two} hangs")
+                   timeout=150, what=f"the network change in {one} while {two} hangs")
     finally:
         os.killpg(pgid, signal.SIGCONT)
     admin[two] = sandbox.connect(two, cloud="isthmus-admin")
