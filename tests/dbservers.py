@@ -9,6 +9,10 @@ ISTHMUS_TEST_POSTGRES_URL / ISTHMUS_TEST_MARIADB_URL override the admin URLs
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -45,3 +49,18 @@ def drop_database(backend: str, name: str) -> None:
     with admin.connect() as conn:
         conn.exec_driver_sql(drop)
     admin.dispose()
+
+
+@contextmanager
+def empty_database(backend: str, tmp_path: Path, prefix: str) -> Iterator[str]:
+    """The URL of an empty database on ``backend`` (SQLite: a file in ``tmp_path``),
+    dropped afterwards. Raises Unreachable before yielding when the server is down."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path}/{prefix}.sqlite"
+        return
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    url = create_database(backend, name)
+    try:
+        yield url
+    finally:
+        drop_database(backend, name)

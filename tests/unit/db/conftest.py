@@ -3,25 +3,19 @@ must start from nothing, so the job tests' shared database does not fit)."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 
-from tests.dbservers import BACKENDS, Unreachable, create_database, drop_database
+from tests.dbservers import BACKENDS, Unreachable, empty_database
 
 
 @pytest.fixture(params=BACKENDS)
 def empty_db_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    backend = request.param
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path}/isthmus.sqlite"
-        return
-    name = f"isthmus_mig_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    try:
-        url = create_database(backend, name)
-    except Unreachable as exc:
-        pytest.skip(f"{backend} server unreachable: {exc}")
-    yield url
-    drop_database(backend, name)
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(empty_database(request.param, tmp_path, "isthmus_mig"))
+        except Unreachable as exc:
+            pytest.skip(f"{request.param} server unreachable: {exc}")
+        yield url

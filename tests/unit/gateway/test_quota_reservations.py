@@ -1,8 +1,7 @@
 """Quota reservations: concurrent creates in any gateway process never overshoot (issue 9 §5)."""
 
-import os
 import threading
-import uuid
+from contextlib import ExitStack
 from datetime import datetime, timedelta
 
 import pytest
@@ -10,7 +9,7 @@ import pytest
 from isthmus.db import make_engine
 from isthmus.gateway import schema
 from isthmus.gateway.quotas import Exceeded, Reservations
-from tests.dbservers import BACKENDS, Unreachable, create_database, drop_database
+from tests.dbservers import BACKENDS, Unreachable, empty_database
 
 LIMITS = {"instances": 3}
 
@@ -18,22 +17,15 @@ LIMITS = {"instances": 3}
 @pytest.fixture(params=BACKENDS)
 def db_url(request, tmp_path):
     """The lock differs per dialect (SQLite's write lock, a row lock elsewhere): all three."""
-    backend = request.param
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'q.sqlite'}"
-        schema.create_schema(make_engine(url))
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(empty_database(request.param, tmp_path, "isthmus_quota"))
+        except Unreachable as exc:
+            pytest.skip(f"{request.param} server unreachable: {exc}")
+        engine = make_engine(url)
+        schema.create_schema(engine)
+        engine.dispose()
         yield url
-        return
-    name = f"isthmus_quota_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    try:
-        url = create_database(backend, name)
-    except Unreachable as exc:
-        pytest.skip(f"{backend} server unreachable: {exc}")
-    engine = make_engine(url)
-    schema.create_schema(engine)
-    engine.dispose()
-    yield url
-    drop_database(backend, name)
 
 
 def now():
