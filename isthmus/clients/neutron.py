@@ -39,7 +39,7 @@ _COLLECTION_KEYS = {"security-groups": "security_groups", "security-group-rules"
 def singular(collection: str) -> str:
     return {"security-groups": "security_group", "security-group-rules": "security_group_rule",
             "address-groups": "address_group", "networks": "network", "subnets": "subnet",
-            "ports": "port"}[collection]
+            "ports": "port", "routers": "router", "floatingips": "floatingip"}[collection]
 
 
 DEFAULT_TIMEOUT = 10.0

@@ -20,6 +20,12 @@ PROFILE_KEY = "isthmus"
 # device_owner of a copy of a port that lives in another region (for L2 / SG membership).
 SHADOW_OWNER = "compute:shadow"
 SHADOW_PREFIX = "shadow_port_"
+# device_owner at central of a router half's port on its router's transit
+# network. "compute:" on purpose: like a server's port it lives in one region,
+# is reported bound there and shadowed in the others; in its region it is a
+# router interface. Port security is off on transit networks, so no group
+# membership follows from it.
+TRANSIT_OWNER = "compute:isthmus-transit"
 # Central reservations: the DHCP address every region shares, and one gateway
 # address per region, named so any region can find them. Owners network:dhcp and
 # network:distributed are ones Neutron removes by itself with their subnet/network.

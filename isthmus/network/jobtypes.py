@@ -21,3 +21,7 @@ PORT_SYNC = "port_sync"
 # local plugin could not deliver (lost on a restart) and deletes made while
 # central was down. Periodic, per region.
 BINDING_SYNC = "binding_sync"
+# One central router, carried out in every region it reaches: a half per region
+# (interfaces, routes, gateway), the transit network between halves, floating
+# IPs in the external network's region. Level-triggered; periodic backstop.
+ROUTER_SYNC = "router_sync"

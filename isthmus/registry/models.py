@@ -16,6 +16,9 @@ RESOURCE_TYPES = (
     # The gateway's per-region copies: a server group's copy (top = the master's
     # group id) and an aggregate's number in the merged view (top = its uuid).
     "server_group", "aggregate",
+    # What router_sync adds: a router's transit network (central pod) and each
+    # half's port on it (the half's pod; bottom = the central port).
+    "transit_network", "transit_port",
 )
 
 

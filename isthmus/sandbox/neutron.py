@@ -25,7 +25,9 @@ def write_config(layout: Layout, region: str) -> None:
     ini.write(conf_dir / "neutron.conf", {
         "DEFAULT": {
             "core_plugin": core_plugin,
-            "service_plugins": "",
+            # Routers everywhere: central holds the user's, regions the halves
+            # router_sync makes (docs/networking.md, "Routers").
+            "service_plugins": "router",
             "auth_strategy": "keystone",
             "api_paste_config": runtime.VENV_ETC / "neutron" / "api-paste.ini",
             # No agents in the sandbox: no RPC workers, no DHCP notifications.

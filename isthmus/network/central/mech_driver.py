@@ -16,6 +16,7 @@ import logging
 from neutron_lib import constants
 from neutron_lib.api.definitions import portbindings
 from neutron_lib.callbacks import events, registry, resources
+from neutron_lib.plugins import constants as plugin_constants
 from neutron_lib.plugins import directory
 from neutron_lib.plugins import utils as plugin_utils
 from neutron_lib.plugins.ml2 import api
@@ -59,6 +60,13 @@ class CentralMechanismDriver(api.MechanismDriver):
             registry.subscribe(self._security_group_rule_changed, resources.SECURITY_GROUP_RULE, event)
         for event in (events.AFTER_UPDATE, events.AFTER_DELETE):
             registry.subscribe(self._security_group_changed, resources.SECURITY_GROUP, event)
+        # Routers: neutron-lib's callback events of the L3 resources (published
+        # by any L3 plugin), so central needs no L3 plugin of its own.
+        for resource in (resources.ROUTER, resources.ROUTER_INTERFACE, resources.ROUTER_GATEWAY):
+            for event in (events.AFTER_CREATE, events.AFTER_UPDATE, events.AFTER_DELETE):
+                registry.subscribe(self._router_changed, resource, event)
+        for event in (events.AFTER_CREATE, events.AFTER_UPDATE, events.AFTER_DELETE):
+            registry.subscribe(self._floatingip_changed, resources.FLOATING_IP, event)
 
     # --- binding -------------------------------------------------------------------
     def bind_port(self, context: api.PortContext) -> None:
@@ -149,6 +157,8 @@ class CentralMechanismDriver(api.MechanismDriver):
             self._sync_port(port, before)
         if first_here:
             self._sync_network(port["network_id"], port["project_id"], "first port of the network bound there")
+        if moved:
+            self._sync_routers_of(context.plugin_context.elevated(), port, first_here)
         self._sync_members(port, before)  # queues nothing unless membership changed
 
     def delete_port_postcommit(self, context: api.PortContext) -> None:
@@ -229,6 +239,45 @@ class CentralMechanismDriver(api.MechanismDriver):
             if group_id:
                 state().tombstones.bury("security_group", group_id, project)
         self._sync_security_groups(project, f"group {event}")
+
+    # --- routers -----------------------------------------------------------------
+    def _router_changed(self, resource, event, trigger, payload) -> None:
+        router = payload.latest_state or (payload.states[0] if payload.states else {}) or {}
+        router_id = payload.resource_id or router.get("id")
+        if not router_id:
+            return
+        project = router.get("project_id") or router.get("tenant_id") or payload.context.project_id
+        if resource == resources.ROUTER and event == events.AFTER_DELETE:
+            state().tombstones.bury("router", router_id, project)
+        self._sync_router(router_id, project, f"{resource} {event}")
+
+    def _floatingip_changed(self, resource, event, trigger, payload) -> None:
+        """The floating IP's router before and after: one loses it, one gains it."""
+        for fip in payload.states or ():
+            if isinstance(fip, dict) and fip.get("router_id"):
+                self._sync_router(fip["router_id"], fip.get("project_id"), f"floating IP {event}")
+
+    def _sync_routers_of(self, admin, port: dict, first_here: bool) -> None:
+        """A port bound, moved or unbound: the routers of its floating IPs (the
+        regional floating IP follows the port) and, when its network is new in
+        that region, every router on the network (a half joins there)."""
+        l3 = directory.get_plugin(plugin_constants.L3)
+        if l3 is None:
+            return
+        routers = {f["router_id"] for f in l3.get_floatingips(admin, filters={"port_id": [port["id"]]},
+                                                              fields=["router_id"]) if f.get("router_id")}
+        if first_here:
+            interfaces = directory.get_plugin().get_ports(admin, filters={
+                "network_id": [port["network_id"]], "device_owner": [constants.DEVICE_OWNER_ROUTER_INTF]},
+                fields=["device_id"])
+            routers |= {p["device_id"] for p in interfaces if p.get("device_id")}
+        for router_id in sorted(routers):
+            self._sync_router(router_id, port["project_id"], f"port {port['id']} moved")
+
+    @staticmethod
+    def _sync_router(router_id: str, project_id: str | None, why: str) -> None:
+        LOG.debug("isthmus: queue %s %s (%s)", jobtypes.ROUTER_SYNC, router_id, why)
+        state().jobs.enqueue(jobtypes.ROUTER_SYNC, router_id, project_id=project_id or None)
 
     # --- job queue ---------------------------------------------------------------
     @staticmethod

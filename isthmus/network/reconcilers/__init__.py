@@ -10,6 +10,7 @@ from isthmus.network import jobtypes
 from isthmus.network.reconcilers.binding_sync import sync_bindings
 from isthmus.network.reconcilers.network_sync import sync_network
 from isthmus.network.reconcilers.port_sync import sync_port
+from isthmus.network.reconcilers.router_sync import sync_router
 from isthmus.network.reconcilers.security_groups import sync_security_groups
 from isthmus.network.reconcilers.services import LazyServices, register_opts
 from isthmus.network.reconcilers.sg_members import sync_member
@@ -44,6 +45,9 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
     registry.register(
         jobtypes.SECURITY_GROUP_SYNC, lambda ctx: sync_security_groups(services.get(), ctx),
         resource_keys=("project_id",), resync=Resync(interval, routed("security_group", "project_id")))
+    registry.register(
+        jobtypes.ROUTER_SYNC, lambda ctx: sync_router(services.get(), ctx),
+        resource_keys=("router_id",), resync=Resync(interval, routed("router", "top_id")))
     registry.register(jobtypes.SG_MEMBER_SYNC, lambda ctx: sync_member(services.get(), ctx),
                       resource_keys=("security_group_id", "address"))
 

@@ -43,9 +43,13 @@ def sync_bindings(services: Services, ctx: JobContext) -> None:
     neutron = services.neutron(region)
     try:
         central = {p["id"]: p for p in services.central.list("ports", fields=list(_FIELDS)) if _user_port(p)}
-        regional = {p["id"]: p for p in neutron.list("ports", fields=list(_FIELDS)) if _user_port(p)}
+        listed = neutron.list("ports", fields=list(_FIELDS))
     except Unavailable as err:
         raise RetryLater(str(err)) from err
+    regional = {p["id"]: p for p in listed if _user_port(p)}
+    # Held here, whatever its owner here: a router's transit port is central's
+    # user port but the region's router interface (router_sync reports it).
+    present = {p["id"] for p in listed if not plans.is_shadow(p)}
     agents: dict[str, dict | None] = {}
     repaired = 0
     for port_id, here in regional.items():
@@ -57,7 +61,7 @@ def sync_bindings(services: Services, ctx: JobContext) -> None:
             if owner not in (None, region):
                 LOG.warning("port %s is bound in %s and in %s; left as it is", port_id, region, owner)
                 continue
-            report = port_report(region, here, _agent(neutron, here["binding:host_id"], agents))
+            report = port_report(region, here, host_agent(neutron, here["binding:host_id"], agents))
         elif owner == region:
             report = port_report(region, here, None)  # unbound here; central missed it
         else:
@@ -72,7 +76,7 @@ def sync_bindings(services: Services, ctx: JobContext) -> None:
                 continue  # changed at central since our read: the next pass reads it again
             repaired += 1
     for port_id, top in central.items():
-        if bound_region(top) == region and port_id not in regional and _settled(top):
+        if bound_region(top) == region and port_id not in present and _settled(top):
             if _held_elsewhere(services, region, top):
                 continue
             LOG.info("port %s: deleted in %s while central was unreachable; deleting it at central", port_id, region)
@@ -82,7 +86,11 @@ def sync_bindings(services: Services, ctx: JobContext) -> None:
         LOG.info("binding_sync %s: %d repaired", region, repaired)
 
 
-def _agent(neutron: NeutronClient, host: str, cache: dict[str, dict | None]) -> dict | None:
+def host_agent(neutron: NeutronClient, host: str, cache: dict[str, dict | None] | None = None) -> dict | None:
+    """The real (not shadow) L2 agent of ``host`` in the region, as a report names it."""
+    cache = {} if cache is None else cache
+    if not host:
+        return None
     if host not in cache:
         cache[host] = None
         for agent in neutron.list("agents", host=host, agent_type="Open vSwitch agent"):

@@ -25,6 +25,12 @@ OPTS = [
                                    "bound in other regions, so l2population builds tunnels between regions"),
                         ("noop", "no shadows: the operator provides cross-region L2 some other way")],
                help="How VxLAN networks reach across regions."),
+    cfg.StrOpt("transit_cidr", default="100.64.0.0/24",
+               help="IPv4 range of every router's transit network (one address per region the router "
+                    "reaches). Each router has its own transit network, so routers may share it; a subnet "
+                    "attached to a router must not overlap it."),
+    cfg.StrOpt("transit_cidr_v6", default="fd00:6973:7468::/64",
+               help="IPv6 range of every router's transit network (see transit_cidr)."),
     cfg.FloatOpt("region_timeout", default=DEFAULT_TIMEOUT, min=0.1,
                  help="Seconds each HTTP attempt of the worker's calls to central and regional Neutron "
                       "and to Keystone may take. [isthmus_service] timeout, when set, wins."),
@@ -47,6 +53,7 @@ class Services:
     central_region: str
     tombstones: Tombstones
     cross_region_l2: str = "shadow"
+    transit_cidrs: dict[int, str] = field(default_factory=lambda: {4: "100.64.0.0/24", 6: "fd00:6973:7468::/64"})
     _network_types: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
@@ -107,5 +114,6 @@ class LazyServices:
                     clients=RegionClients(session, user_agent="isthmus-xjob", timeout=timeout),
                     central_region=conf.isthmus.central_region,
                     cross_region_l2=conf.isthmus.cross_region_l2,
+                    transit_cidrs={4: conf.isthmus.transit_cidr, 6: conf.isthmus.transit_cidr_v6},
                 )
             return self._services
