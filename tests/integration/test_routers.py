@@ -70,6 +70,7 @@ def l3_cleanup(admin):
     for router in made["routers"]:
         if net.find_router(router.id) is None:
             continue
+        net.update_router(router.id, routes=[], external_gateway_info={})  # routes hold interfaces
         for port in net.ports(device_id=router.id, device_owner="network:router_interface"):
             net.remove_interface_from_router(router.id, port=port.id)
         net.delete_router(router.id, ignore_missing=True)
@@ -191,3 +192,37 @@ def test_gateway_and_floating_ip_for_a_server_in_another_region(sandbox, admin, 
     eventually(lambda: not any(d == "0.0.0.0/0" for d, _ in _routes(admin[one].network, half_one.id)),
                what=f"{one}'s default route removed")
     assert ext_sub.id
+
+
+def _sandbox(sandbox, *args: str):
+    from tests.conftest import isthmus
+
+    return isthmus(*args[:2], "--state-dir", str(sandbox.state_dir), *args[2:])
+
+
+def test_a_region_down_during_router_changes_blocks_no_other(sandbox, admin, l3_cleanup):
+    one, two = sandbox.regions
+    net_a, sub_a = _network(admin, l3_cleanup, "10.83.1.0/24", one)
+    net_b, sub_b = _network(admin, l3_cleanup, "10.83.2.0/24", two)
+    l3_cleanup["ports"] += [(one, _server_port(admin, one, net_a.id, net_a.name)),
+                            (two, _server_port(admin, two, net_b.id, net_b.name))]
+    central = admin[CENTRAL].network
+    router = central.create_router(name=_name(), project_id=net_a.project_id)
+    l3_cleanup["routers"].append(router)
+    central.add_interface_to_router(router.id, subnet=sub_a.id)
+    central.add_interface_to_router(router.id, subnet=sub_b.id)
+    halves = {r: eventually(lambda r=r: _half(admin[r].network, router.id), what=f"half in {r}") for r in (one, two)}
+    eventually(lambda: len(_routes(admin[two].network, halves[two].id)) == 1, what=f"{two} routes")
+    transit_one = next(iter(_routes(admin[two].network, halves[two].id)))[1]
+
+    _sandbox(sandbox, "sandbox", "stop", f"neutron-{two}")
+    try:
+        central.update_router(router.id, routes=[{"destination": "192.168.60.0/24", "nexthop": "10.83.1.99"}])
+        eventually(lambda: ("192.168.60.0/24", "10.83.1.99") in _routes(admin[one].network, halves[one].id),
+                   timeout=90, what=f"{one} converges while {two} is down")
+    finally:
+        _sandbox(sandbox, "sandbox", "restart", f"neutron-{two}")
+    admin[two] = sandbox.connect(two, cloud="isthmus-admin")
+    eventually(lambda: ("192.168.60.0/24", transit_one) in _routes(admin[two].network, halves[two].id),
+               timeout=180, what=f"{two} converges once back")
+    assert _half(admin[two].network, router.id).id == halves[two].id  # kept through the outage, not remade
