@@ -208,7 +208,12 @@ def _attach_transit(services: Services, neutron: NeutronClient, region: str, hal
     report = port_report(region, regional, host_agent(neutron, regional.get("binding:host_id") or ""))
     report["device_owner"] = TRANSIT_OWNER  # central's stays a transit port (regions shadow those)
     if regional.get("binding:host_id") and any(port.get(k) != report[k] for k in report):
-        services.central.update("ports", port["id"], report, if_revision=port.get("revision_number"))
+        try:
+            services.central.update("ports", port["id"], report, if_revision=port.get("revision_number"))
+        except Rejected as err:
+            if err.status != 412:
+                raise
+            raise RetryLater(f"transit port {port['id']} changed at central meanwhile") from err
 
 
 def _transit_network_id(services: Services, router_id: str) -> str | None:
