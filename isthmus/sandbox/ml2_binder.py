@@ -20,9 +20,12 @@ import time
 from neutron_lib import constants
 from neutron_lib import context as n_context
 from neutron_lib.api.definitions import portbindings
+from neutron_lib.callbacks import events, registry, resources
 from neutron_lib.plugins import directory
 from neutron_lib.plugins.ml2 import api
 from oslo_config import cfg
+
+from isthmus.sandbox.dataplane import wakeup
 
 LOG = logging.getLogger(__name__)
 GROUP = "isthmus_sandbox"
@@ -30,6 +33,8 @@ OPTS = [
     cfg.StrOpt("agent_host", default="", help="Compute host whose OVS agent row this driver keeps alive."),
     cfg.StrOpt("agent_tunnel_ip", default="", help="The tunnel IP that agent reports."),
     cfg.FloatOpt("agent_report_interval", default=30.0, help="Seconds between heartbeats."),
+    cfg.StrOpt("dataplane_socket", default="",
+               help="The region's dataplane agent's wake-up socket (--dataplane): told of every change."),
 ]
 
 
@@ -37,6 +42,8 @@ class SandboxBinderDriver(api.MechanismDriver):
     def initialize(self) -> None:
         cfg.CONF.register_opts(OPTS, group=GROUP)
         conf = cfg.CONF[GROUP]
+        if conf.dataplane_socket:
+            self._subscribe_l3()
         if conf.agent_host and conf.agent_tunnel_ip:
             threading.Thread(target=self._heartbeat, args=(conf.agent_host, conf.agent_tunnel_ip,
                                                            conf.agent_report_interval),
@@ -60,6 +67,20 @@ class SandboxBinderDriver(api.MechanismDriver):
                 first = False
             except Exception as err:  # noqa: BLE001 - a heartbeat retries, as an agent would
                 LOG.warning("sandbox agent heartbeat for %s failed: %s", host, err)
+
+    # --- waking the dataplane agent (what Neutron's RPC notifications do for real agents)
+    def _changed(self, *args, **kwargs) -> None:
+        wakeup.notify(cfg.CONF[GROUP].dataplane_socket)
+
+    def _subscribe_l3(self) -> None:
+        for resource in (resources.ROUTER, resources.ROUTER_INTERFACE, resources.ROUTER_GATEWAY,
+                         resources.FLOATING_IP):
+            for event in (events.AFTER_CREATE, events.AFTER_UPDATE, events.AFTER_DELETE):
+                registry.subscribe(self._changed, resource, event)
+
+    create_port_postcommit = update_port_postcommit = delete_port_postcommit = _changed
+    create_network_postcommit = update_network_postcommit = delete_network_postcommit = _changed
+    create_subnet_postcommit = update_subnet_postcommit = delete_subnet_postcommit = _changed
 
     def bind_port(self, context: api.PortContext) -> None:
         if context.current.get(portbindings.VNIC_TYPE, portbindings.VNIC_NORMAL) != portbindings.VNIC_NORMAL:

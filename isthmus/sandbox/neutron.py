@@ -87,7 +87,12 @@ def _sandbox_agent(layout: Layout, region: str) -> dict:
     ``--dataplane`` a real one, which the dataplane agents tunnel to)."""
     if region in (CENTRAL_REGION, STOCK_NEUTRON) or not layout.compute:
         return {}
-    return {"isthmus_sandbox": {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}}
+    section = {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}
+    if layout.dataplane:
+        from isthmus.sandbox.dataplane.host import wakeup_socket
+
+        section["dataplane_socket"] = wakeup_socket(layout, region)
+    return {"isthmus_sandbox": section}
 
 
 def _plugins(layout: Layout, region: str) -> tuple[str, str, dict]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from isthmus.clients.neutron import NeutronClient, Rejected, Unavailable
-from isthmus.sandbox.dataplane import kernel, names, reconcile, wiring
+from isthmus.sandbox.dataplane import kernel, names, reconcile, wakeup, wiring
 
 LOG = logging.getLogger("isthmus.sandbox.dataplane")
 PORT_FIELDS = ["id", "network_id", "mac_address", "fixed_ips", "device_id", "device_owner",
@@ -38,8 +38,12 @@ class AgentConfig:
     username: str
     password: str
     project_name: str
-    interval: float = 1.0
+    interval: float = 1.0  # between passes when no wake-up socket is configured
     timeout: float = 10.0  # every Neutron and Keystone request
+    # Neutron (the sandbox binder) wakes the agent on every change through this
+    # socket (wakeup.py); a pass also runs every ``resync`` seconds as a backstop.
+    wakeup_socket: str = ""
+    resync: float = 10.0
 
     @classmethod
     def load(cls, path: Path) -> "AgentConfig":
@@ -87,10 +91,16 @@ class Agent:
     def run_forever(self) -> None:
         LOG.info("dataplane agent of %s (host %s, %s) started", self.config.region, self.config.host,
                  self.config.local_ip)
+        listener = wakeup.Listener(Path(self.config.wakeup_socket)) if self.config.wakeup_socket else None
         while True:
             began = time.monotonic()
+            if listener is not None:
+                listener.drain()  # what arrived before this pass, this pass reads
             self.run_once()
-            time.sleep(max(0.0, self.config.interval - (time.monotonic() - began)))
+            if listener is not None:
+                listener.wait(self.config.resync)  # at once if a change came during the pass
+            else:
+                time.sleep(max(0.0, self.config.interval - (time.monotonic() - began)))
 
     def run_once(self) -> bool:
         """One pass; False when Neutron could not be read (nothing was changed)."""

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from isthmus.sandbox import process, runtime
-from isthmus.sandbox.dataplane import kernel, names
+from isthmus.sandbox.dataplane import kernel, names, wakeup
 from isthmus.sandbox.dataplane.agent import AgentConfig
 from isthmus.sandbox.layout import PASSWORD, Layout
 
@@ -100,7 +100,13 @@ def agent_config(layout: Layout, region: str) -> AgentConfig:
         region=region, host=compute_host(region), local_ip=names.tunnel_ip(layout, region),
         host_namespace=names.host_namespace(layout, region),
         server_namespace_prefix=names.server_namespace_prefix(layout, region),
-        auth_url=layout.auth_url, username="isthmus", password=PASSWORD, project_name="service")
+        auth_url=layout.auth_url, username="isthmus", password=PASSWORD, project_name="service",
+        wakeup_socket=str(wakeup_socket(layout, region)))
+
+
+def wakeup_socket(layout: Layout, region: str) -> Path:
+    """Where the region's agent listens for Neutron's "changed" (wakeup.py)."""
+    return wakeup.socket_path(layout.data / "dataplane", region)
 
 
 def agent_name(region: str) -> str:
