@@ -13,7 +13,7 @@ from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.dataplane.kernel import ZERO_MAC, Command, HostState, ServerInterface
 from isthmus.sandbox.dataplane.wiring import HostWiring, NetworkWiring, Server
 
-MANAGED_PREFIXES = ("brq", "vxlan-", "tap")
+MANAGED_PREFIXES = ("brq", "vxlan-", "tap", "out")
 
 
 def network_commands(host_ns: str, local_ip: str, wiring: HostWiring, state: HostState) -> list[Command]:
@@ -63,15 +63,19 @@ def _forwarding_commands(host_ns: str, vxlan: str, net: NetworkWiring, state: Ho
 
 def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_namespaces: set[str],
                      ns_prefix: str) -> list[Command]:
-    """Servers, taps, VXLAN devices and bridges nothing wants any more, servers first."""
+    """Servers, taps (a server's or a router's), outside links, VXLAN devices and
+    bridges nothing wants any more, servers first. Router and outside namespaces
+    are ``router_reconcile``'s."""
     ip = ["ip", "-n", host_ns]
     want_servers = {names.server_namespace(ns_prefix, sid) for sid in wiring.servers}
     want_taps = {names.tap(v.port_id) for s in wiring.servers.values() for v in s.vifs}
+    want_taps |= {names.tap(p.port_id) for r in wiring.routers.values() for p in r.ports}
+    want_taps |= {names.outside_link(n) for n in wiring.outsides}
     want_bridges = {names.bridge(n) for n in wiring.networks}
     want_vxlans = {names.vxlan(n.vni) for n in wiring.networks.values() if n.vni is not None}
     cmds: list[Command] = []
     for link in sorted(state.links):
-        if link.startswith("tap") and link not in want_taps:
+        if link.startswith(("tap", "out")) and link not in want_taps:
             cmds.append([*ip, "link", "del", link])
     for ns in sorted(server_namespaces - want_servers):
         cmds.append(["ip", "netns", "delete", ns])
