@@ -275,7 +275,7 @@ def routed(sandbox, layout):
     for router in made["routers"]:
         central.network.update_router(router.id, external_gateway_info={})
         for port in central.network.ports(device_id=router.id, device_owner="network:router_interface"):
-            central.network.remove_interface_from_router(router.id, port_id=port.id)
+            central.network.remove_interface_from_router(router.id, port=port.id)
         central.network.delete_router(router.id, ignore_missing=True)
     for net in made["networks"]:
         eventually(lambda: delete_network(central, net.id), timeout=120, what=f"delete of network {net.id}")

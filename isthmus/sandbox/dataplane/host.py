@@ -22,7 +22,7 @@ UNDERLAY_BRIDGE = "underlay"
 # Bits of /proc/self/status CapEff: links need NET_ADMIN, `ip netns add` mounts (SYS_ADMIN).
 CAP_NET_ADMIN = 12
 CAP_SYS_ADMIN = 21
-TOOLS = {"ip": "iproute2", "bridge": "iproute2", "ping": "iputils-ping"}
+TOOLS = {"ip": "iproute2", "bridge": "iproute2", "ping": "iputils-ping", "nft": "nftables"}  # nft: routers' NAT
 
 
 def effective_capabilities() -> int:
