@@ -108,7 +108,7 @@ def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: li
                 cmds.append([*hip, "link", "del", tap])
             cmds += [[*hip, "link", "add", "name", tap, "type", "veth", "peer", "name", name, "netns", server_ns],
                      [*sip, "link", "set", name, "address", vif.mac, "mtu", str(vif.mtu), "alias", vif.port_id, "up"],
-                     *[[*sip, "addr", "add", a, "dev", name, *_nodad(a)] for a in vif.addresses],
+                     *[[*sip, "addr", "add", a, "dev", name, *nodad(a)] for a in vif.addresses],
                      [*hip, "link", "set", tap, "master", bridge, "mtu", str(vif.mtu), "up"]]
             continue
         if iface.mac != vif.mac or iface.mtu != vif.mtu:
@@ -116,7 +116,7 @@ def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: li
         for addr in sorted(set(iface.addresses) - set(vif.addresses)):
             cmds.append([*sip, "addr", "del", addr, "dev", iface.name])
         for addr in [a for a in vif.addresses if a not in iface.addresses]:
-            cmds.append([*sip, "addr", "add", addr, "dev", iface.name, *_nodad(addr)])
+            cmds.append([*sip, "addr", "add", addr, "dev", iface.name, *nodad(addr)])
         host_side = state.links.get(tap)
         if host_side is not None and host_side.master != bridge:
             cmds.append([*hip, "link", "set", tap, "master", bridge, "up"])
@@ -132,6 +132,6 @@ def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: li
     return cmds
 
 
-def _nodad(address: str) -> list[str]:
+def nodad(address: str) -> list[str]:
     """IPv6 addresses come up at once (no duplicate detection wait)."""
     return ["nodad"] if ipaddress.ip_interface(address).version == 6 else []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.dataplane.kernel import FORWARDING, Command, HostState, RouterState, ServerInterface
-from isthmus.sandbox.dataplane.reconcile import _nodad
+from isthmus.sandbox.dataplane.reconcile import nodad
 from isthmus.sandbox.dataplane.routers import Outside, Router
 
 # Forwarding on; no reverse-path filter: a reply may come back over the transit
@@ -25,7 +25,7 @@ def _veth(host_ns: str, ns: str, host_end: str, inner: str, mac: str | None, mtu
     cmds: list[Command] = [[*hip, "link", "del", host_end]] if leftover else []
     cmds += [[*hip, "link", "add", "name", host_end, "type", "veth", "peer", "name", inner, "netns", ns],
              [*nip, "link", "set", inner, *(["address", mac] if mac else []), "mtu", str(mtu), "alias", alias, "up"],
-             *[[*nip, "addr", "add", a, "dev", inner, *_nodad(a)] for a in addresses],
+             *[[*nip, "addr", "add", a, "dev", inner, *nodad(a)] for a in addresses],
              [*hip, "link", "set", host_end, "master", bridge, "mtu", str(mtu), "up"]]
     return cmds
 
@@ -40,7 +40,7 @@ def _fix_interface(host_ns: str, ns: str, iface: ServerInterface, host_end: str,
     for addr in sorted(set(iface.addresses) - set(addresses)):
         cmds.append([*nip, "addr", "del", addr, "dev", iface.name])
     for addr in [a for a in addresses if a not in iface.addresses]:
-        cmds.append([*nip, "addr", "add", addr, "dev", iface.name, *_nodad(addr)])
+        cmds.append([*nip, "addr", "add", addr, "dev", iface.name, *nodad(addr)])
     host_side = state.links.get(host_end)
     if host_side is not None and host_side.master != bridge:
         cmds.append(["ip", "-n", host_ns, "link", "set", host_end, "master", bridge, "up"])

@@ -48,3 +48,43 @@ def test_when_neutron_cannot_be_read_nothing_is_changed(monkeypatch):
     monkeypatch.setattr(agent_mod.kernel, "run_json", lambda argv: pytest.fail(f"read the kernel: {argv}"))
     assert Agent(CONFIG, FakeNeutron(fail=True)).run_once() is False
     assert ran == []
+
+
+class RouterNeutron(FakeNeutron):
+    """A region with one router whose interface port nobody has bound yet."""
+
+    ROUTER_PORT = {"id": "rp1", "network_id": "n1", "mac_address": "fa:16:3e:00:00:09", "device_id": "r1",
+                   "device_owner": "network:router_interface",
+                   "fixed_ips": [{"subnet_id": "s1", "ip_address": "10.0.0.1"}], "binding:host_id": ""}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.updates: list[tuple[str, str, dict]] = []
+
+    def list(self, collection, **filters):
+        self.calls.append((collection, filters))
+        if collection == "routers":
+            return [{"id": "r1", "routes": [], "external_gateway_info": None}]
+        if collection == "ports" and "device_owner" in filters:
+            return [self.ROUTER_PORT, PORT]  # PORT is no router's: ignored
+        if collection == "ports" and "binding:host_id" in filters:
+            return []
+        return {"ports": [self.ROUTER_PORT],
+                "networks": [{"id": "n1", "provider:network_type": "vxlan", "provider:segmentation_id": 5}],
+                "subnets": [{"id": "s1", "network_id": "n1", "cidr": "10.0.0.0/24", "gateway_ip": "10.0.0.1"}],
+                "agents": [], "floatingips": []}[collection]
+
+    def update(self, collection, obj_id, changes, if_revision=None):
+        self.updates.append((collection, obj_id, changes))
+        return {}
+
+
+def test_a_routers_network_is_wired_without_servers_and_its_unbound_ports_are_bound_to_the_host(monkeypatch):
+    neutron = RouterNeutron()
+    reading = read_wiring(neutron, CONFIG)
+    assert list(reading.wiring.networks) == ["n1"] and reading.wiring.servers == {}
+    assert [p.port_id for p in reading.wiring.routers["r1"].ports] == ["rp1"]
+    assert reading.unbound_router_ports == ["rp1"]
+    monkeypatch.setattr(Agent, "_apply", lambda self, wanted, full_check=False: None)
+    assert Agent(CONFIG, neutron).run_once() is True
+    assert neutron.updates == [("ports", "rp1", {"binding:host_id": "regionone-compute"})]

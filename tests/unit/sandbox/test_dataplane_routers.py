@@ -120,3 +120,17 @@ def test_outside_namespace_holds_the_external_gateway_and_unwanted_namespaces_go
     assert f"ip -n ns-out addr add 172.24.9.1/24 dev eth0" in cmds
     assert f"ip -n {HOST_NS} link set outnet-extern- master {names.bridge('net-extern-0001')} mtu 1500 up" in cmds
     assert joined(namespace_removals({"a"}, {"a", "b"})) == ["ip netns delete b"]
+
+
+def test_interfaces_are_read_with_the_alias_ip_link_gives(monkeypatch):
+    """`ip -j addr` omits the alias (iproute2 6.1): without `ip -j link` every
+    interface looked foreign and was remade every pass."""
+    from isthmus.sandbox.dataplane import kernel
+
+    answers = {"link": [{"ifname": "qr-port-qr-000", "ifalias": "port-qr-000001"}],
+               "addr": [{"ifname": "qr-port-qr-000", "address": "FA:16:3E:00:00:01", "mtu": 1450,
+                         "addr_info": [{"local": "10.9.0.1", "prefixlen": 24, "scope": "global"},
+                                       {"local": "fe80::1", "prefixlen": 64, "scope": "link"}]}]}
+    monkeypatch.setattr(kernel, "run_json", lambda argv: answers[argv[4]])
+    assert kernel.read_server("ns") == [
+        ServerInterface("qr-port-qr-000", "port-qr-000001", "fa:16:3e:00:00:01", 1450, ("10.9.0.1/24",))]
