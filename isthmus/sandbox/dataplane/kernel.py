@@ -99,13 +99,15 @@ class ServerInterface:
 
 def read_server(namespace: str) -> list[ServerInterface]:
     # `ip -j addr` leaves the alias out (iproute2 6.1): it comes from `ip -j link`.
-    aliases = {link["ifname"]: link.get("ifalias", "") for link in run_json(["ip", "-n", namespace, "-j", "link", "show"])}
+    links = run_json(["ip", "-n", namespace, "-j", "link", "show"])
+    aliases = {link["ifname"]: link.get("ifalias", "") for link in links}
     found = []
     for link in run_json(["ip", "-n", namespace, "-j", "addr", "show"]):
         if link.get("link_type") == "loopback":
             continue
         found.append(ServerInterface(
-            name=link["ifname"], port_id=link.get("ifalias") or aliases.get(link["ifname"], ""), mac=link.get("address", "").lower(),
+            name=link["ifname"], port_id=link.get("ifalias") or aliases.get(link["ifname"], ""),
+            mac=link.get("address", "").lower(),
             mtu=int(link.get("mtu") or 0),
             addresses=tuple(f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", [])
                             if a.get("scope") == "global")))

@@ -93,7 +93,8 @@ def outside_commands(host_ns: str, outside_ns: str, outside: Outside, interfaces
                      state: HostState) -> list[Command]:
     """The external network's upstream router: one interface on its bridge with
     the external subnets' gateway addresses."""
-    link, inner, bridge = names.outside_link(outside.network_id), names.OUTSIDE_INTERFACE, names.bridge(outside.network_id)
+    link, inner = names.outside_link(outside.network_id), names.OUTSIDE_INTERFACE
+    bridge = names.bridge(outside.network_id)
     cmds: list[Command] = []
     if interfaces is None:
         cmds += [["ip", "netns", "add", outside_ns], ["ip", "-n", outside_ns, "link", "set", "lo", "up"]]
