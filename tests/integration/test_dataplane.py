@@ -334,6 +334,10 @@ def test_a_floating_ip_answers_from_outside_and_a_server_reaches_outside(sandbox
                timeout=ROUTED_DEADLINE, interval=1, what=f"outside -> floating IP {fip.floating_ip_address}")
     print(f"\noutside -> floating IP {fip.floating_ip_address} ({vm.name} in {one}) after "
           f"{time.monotonic() - started:.1f}s")
+    # The server answered, through both halves (TTL 64 - 2), not the gateway half itself, which holds
+    # the floating address on its gateway interface and would answer with 64 were there no DNAT.
+    reply = outside_exec(sandbox, ext.id, "ping", "-c", "1", "-W", "2", fip.floating_ip_address)
+    assert "ttl=62" in reply.stdout, reply.stdout
     # The outside has no route to the tenant subnet: the server's ping is answered only because the
     # router NATs it (to its floating IP). exec --outside takes the network's name too.
     wait_ping(sandbox, vm, outside, timeout=ROUTED_DEADLINE)
