@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything Isthmus and its sandbox need on a fresh Debian machine:
-# OS packages (MariaDB server binaries, RabbitMQ; iproute2 and ping for the
-# sandbox's --dataplane), a virtualenv at .venv with the
+# OS packages (MariaDB server binaries, RabbitMQ; iproute2, ping and nftables
+# for the sandbox's --dataplane), a virtualenv at .venv with the
 # pinned OpenStack release (constraints.txt), and a running RabbitMQ.
 # Idempotent: a second run only checks.
 set -euo pipefail
@@ -17,6 +17,8 @@ command -v rabbitmq-server >/dev/null 2>&1 || need_pkgs+=(rabbitmq-server)
 dataplane_pkgs=()
 command -v ip >/dev/null 2>&1 && command -v bridge >/dev/null 2>&1 || dataplane_pkgs+=(iproute2)
 command -v ping >/dev/null 2>&1 || dataplane_pkgs+=(iputils-ping)
+# NAT of the dataplane's routers (SNAT, floating IPs) is nftables.
+command -v nft >/dev/null 2>&1 || dataplane_pkgs+=(nftables)
 if [ ${#dataplane_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     need_pkgs+=("${dataplane_pkgs[@]}")

@@ -58,9 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         one.add_argument("service", help="e.g. neutron-RegionTwo, isthmus-xjob, nova-api-RegionOne")
         one.set_defaults(func=_stop if verb == "stop" else _restart)
 
-    run = actions.add_parser("exec", help="run a command inside a server's network namespace (--dataplane)")
+    run = actions.add_parser("exec", help="run a command inside a server's network namespace (--dataplane), "
+                                          "or with --outside in an external network's upstream router")
     common(run)
-    run.add_argument("server", help="server name or id, in any region")
+    run.add_argument("--outside", metavar="NETWORK",
+                     help="run in the outside namespace of this external network (name or id) instead of a server")
+    run.add_argument("server", nargs="?", help="server name or id, in any region (not with --outside)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS... (e.g. -- ping -c 1 10.0.0.5)")
     run.set_defaults(func=_exec)
 
@@ -152,9 +155,15 @@ def _exec(args) -> int:
     from isthmus.sandbox.dataplane import host as dataplane
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.outside and args.server:  # no server with --outside: what argparse took for one starts the command
+        command = [args.server, *command] if args.server != "--" else command
     if not command:
         raise ValueError("exec: give a command after --, e.g. isthmus sandbox exec vm1 -- ip addr")
     layout = _loaded(args)
+    if args.outside:
+        return dataplane.exec_in(dataplane.outside_namespace(layout, args.outside), command)
+    if not args.server:
+        raise ValueError("exec: name a server, or --outside NETWORK")
     namespace = dataplane.server_namespace(layout, dataplane.resolve_server(layout, args.server))
     return dataplane.exec_in(namespace, command)
 

@@ -26,6 +26,8 @@ SHADOW_PREFIX = "shadow_port_"
 # router interface. Port security is off on transit networks, so no group
 # membership follows from it.
 TRANSIT_OWNER = "compute:isthmus-transit"
+# Description of a router's transit network (central and its regional copies).
+TRANSIT_TAG = "isthmus:transit-of:"
 # Central reservations: the DHCP address every region shares, and one gateway
 # address per region, named so any region can find them. Owners network:dhcp and
 # network:distributed are ones Neutron removes by itself with their subnet/network.

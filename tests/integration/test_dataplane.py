@@ -236,3 +236,117 @@ def _first(check, timeout: float) -> bool:
             return True
         time.sleep(0.5)
     return False
+
+
+# ----------------------------------------------------------------------- routers
+# Central routers are carried out by router_sync (a half per region, a transit
+# network between halves); each region's agent is its L3 agent: these pings
+# cross router namespaces built only from the regional Neutrons' routers.
+ROUTED_DEADLINE = 240  # the transit port's binding reaches central, then its shadows reach the other region
+
+
+def outside_exec(sandbox, network: str, *command: str) -> subprocess.CompletedProcess:
+    return isthmus("sandbox", "exec", "--state-dir", str(sandbox.state_dir), "--outside", network, "--", *command,
+                   check=False, timeout=60)
+
+
+def _routed_network(central, made: list, name: str, cidr: str, *hints: str):
+    net = central.network.create_network(name=name, availability_zone_hints=list(hints))
+    made.append(net)
+    subnet = central.network.create_subnet(network_id=net.id, ip_version=4, cidr=cidr, name=name)
+    return net, subnet
+
+
+@pytest.fixture
+def routed(sandbox, layout):
+    """Networks, routers and floating IPs a test made at central (as the demo user,
+    the external network as admin), and its servers, removed afterwards."""
+    central = sandbox.connect(CENTRAL)
+    admin_central = sandbox.connect(CENTRAL, cloud="isthmus-admin")
+    made = {"networks": [], "routers": [], "fips": [], "external": [], "name": f"dpl3-{uuid.uuid4().hex[:8]}"}
+    yield central, made
+    for region in sandbox.regions:
+        conn = sandbox.connect(region)
+        for server in list(conn.compute.servers(name=made["name"])):
+            conn.compute.delete_server(server)
+            conn.compute.wait_for_delete(server, wait=120)
+    for fip in made["fips"]:
+        central.network.delete_ip(fip, ignore_missing=True)
+    for router in made["routers"]:
+        central.network.update_router(router.id, external_gateway_info={})
+        for port in central.network.ports(device_id=router.id, device_owner="network:router_interface"):
+            central.network.remove_interface_from_router(router.id, port=port.id)
+        central.network.delete_router(router.id, ignore_missing=True)
+    for net in made["networks"]:
+        eventually(lambda: delete_network(central, net.id), timeout=120, what=f"delete of network {net.id}")
+    for net in made["external"]:
+        eventually(lambda: delete_network(admin_central, net.id), timeout=120, what=f"delete of network {net.id}")
+
+
+def _boot(sandbox, region: str, name: str, network_id: str):
+    return boot_all(sandbox, name, network_id, (region,))[region]
+
+
+def test_servers_on_two_subnets_in_two_regions_ping_through_one_router(sandbox, layout, admin, routed):
+    central, made = routed
+    one, two = sandbox.regions[:2]
+    net_a, sub_a = _routed_network(central, made["networks"], made["name"] + "-a", "10.79.1.0/24", one)
+    net_b, sub_b = _routed_network(central, made["networks"], made["name"] + "-b", "10.79.2.0/24", two)
+    router = central.network.create_router(name=made["name"])
+    made["routers"].append(router)
+    central.network.add_interface_to_router(router.id, subnet_id=sub_a.id)
+    central.network.add_interface_to_router(router.id, subnet_id=sub_b.id)
+    vm_a, vm_b = _boot(sandbox, one, made["name"], net_a.id), _boot(sandbox, two, made["name"], net_b.id)
+    ip_a, ip_b = ip_of(port_of(admin, one, vm_a)), ip_of(port_of(admin, two, vm_b))
+
+    took = wait_ping(sandbox, vm_a, ip_b, timeout=ROUTED_DEADLINE)
+    wait_ping(sandbox, vm_b, ip_a, timeout=ROUTED_DEADLINE)
+    print(f"\nrouted across regions: {vm_a.name} -> {ip_b} answered after {took:.1f}s")
+    # Through both halves: two routers on the way (the TTL drops by two).
+    trace = sandbox_exec(sandbox, vm_a.id, "ping", "-c", "1", "-W", "2", ip_b)
+    assert "ttl=62" in trace.stdout, trace.stdout
+
+
+def test_a_floating_ip_answers_from_outside_and_a_server_reaches_outside(sandbox, layout, admin, routed):
+    central, made = routed
+    one, two = sandbox.regions[:2]
+    admin_central = admin[CENTRAL].network
+    ext = admin_central.create_network(name=made["name"] + "-ext", is_router_external=True,
+                                       provider_network_type="flat", provider_physical_network="public",
+                                       availability_zone_hints=[two])
+    made["external"].append(ext)
+    ext_sub = admin_central.create_subnet(network_id=ext.id, ip_version=4, cidr="172.24.61.0/24",
+                                            is_dhcp_enabled=False, name=ext.name)
+    net, sub = _routed_network(central, made["networks"], made["name"], "10.79.3.0/24")  # no hint
+    router = central.network.create_router(name=made["name"], external_gateway_info={"network_id": ext.id})
+    made["routers"].append(router)
+    central.network.add_interface_to_router(router.id, subnet_id=sub.id)
+    vm = _boot(sandbox, one, made["name"], net.id)
+    port = port_of(admin, one, vm)
+    fip = central.network.create_ip(floating_network_id=ext.id)
+    made["fips"].append(fip)
+    central.network.update_ip(fip, port_id=port.id)
+    outside = ext_sub.gateway_ip
+
+    started = time.monotonic()
+    eventually(lambda: outside_exec(sandbox, ext.id, "ping", "-c", "1", "-W", "1",
+                                    fip.floating_ip_address).returncode == 0,
+               timeout=ROUTED_DEADLINE, interval=1, what=f"outside -> floating IP {fip.floating_ip_address}")
+    print(f"\noutside -> floating IP {fip.floating_ip_address} ({vm.name} in {one}) after "
+          f"{time.monotonic() - started:.1f}s")
+    # The server answered, through both halves (TTL 64 - 2), not the gateway half itself, which holds
+    # the floating address on its gateway interface and would answer with 64 were there no DNAT.
+    reply = outside_exec(sandbox, ext.id, "ping", "-c", "1", "-W", "2", fip.floating_ip_address)
+    assert "ttl=62" in reply.stdout, reply.stdout
+    # The outside has no route to the tenant subnet: the server's ping is answered only because the
+    # router NATs it (to its floating IP). exec --outside takes the network's name too.
+    wait_ping(sandbox, vm, outside, timeout=ROUTED_DEADLINE)
+    assert outside_exec(sandbox, ext.name, "ping", "-c", "1", "-W", "1", ip_of(port)).returncode != 0
+
+    # Without the floating IP the server's address is hidden behind the gateway's (SNAT): still reachable outside,
+    # and the floating address no longer answers.
+    central.network.update_ip(fip, port_id=None)
+    eventually(lambda: outside_exec(sandbox, ext.id, "ping", "-c", "1", "-W", "1",
+                                    fip.floating_ip_address).returncode != 0,
+               timeout=120, interval=1, what="the disassociated floating IP to stop answering")
+    wait_ping(sandbox, vm, outside, timeout=60)

@@ -31,6 +31,8 @@ from isthmus.network import (
     DHCP_RESERVATION_DEVICE,
     GATEWAY_RESERVATION_DEVICE,
     SHADOW_OWNER,
+    TRANSIT_OWNER,
+    TRANSIT_TAG,
     binding_report,
     bound_region,
     config,
@@ -492,10 +494,25 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     def update_port(self, context, id, port):
         before = super().get_port(context.elevated(), id)
         after = super().update_port(context, id, port)
-        if (_is_central_port(after.get("device_owner")) and _binding_moved(before, after)
+        if (self._central_owner(context.elevated(), after) and _binding_moved(before, after)
                 and after["network_id"] not in self._regional_only):
             self.reports.report(after["id"])  # from the background, retried until central has it
         return after
+
+    def _central_owner(self, admin, port: dict) -> str | None:
+        """The device_owner central knows this port by (None: a regional-only port).
+        A router interface on a transit network is a router half's transit port,
+        which central allocated: its binding is reported at once, as a server's
+        is, so the other regions shadow it within seconds of the L3 agent binding
+        it (router_sync's periodic pass stays the backstop)."""
+        owner = port.get("device_owner") or ""
+        if _is_central_port(owner):
+            return owner
+        if owner == constants.DEVICE_OWNER_ROUTER_INTF:
+            network = super().get_network(admin, port["network_id"], fields=["description"])
+            if (network.get("description") or "").startswith(TRANSIT_TAG):
+                return TRANSIT_OWNER
+        return None
 
     def _current_report(self, port_id: str) -> dict | None:
         """What central should know of this port's binding here, as it is now
@@ -507,10 +524,13 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             port = super().get_port(admin, port_id)
         except n_exc.PortNotFound:
             return None
-        if not _is_central_port(port.get("device_owner")) or port["network_id"] in self._regional_only:
+        owner = self._central_owner(admin, port)
+        if owner is None or port["network_id"] in self._regional_only:
             return None
         host = port.get(portbindings.HOST_ID) or ""
-        return port_report(self.region, port, self._tunnel_agent(admin, host) if host else None)
+        report = port_report(self.region, port, self._tunnel_agent(admin, host) if host else None)
+        report["device_owner"] = owner  # a transit port stays one at central (regions shadow those)
+        return report
 
     # ------------------------------------------------------------ L2 agents
     # The agents API (get_agents, create_or_update_agent) is the public plugin

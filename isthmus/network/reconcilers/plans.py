@@ -27,6 +27,9 @@ SUBNET_FIELDS = ("name", "description", "enable_dhcp", "dns_nameservers", "host_
 MEMBER_RULE_TAG = address_groups_plan.LEGACY_MEMBER_TAG  # the previous release's /32 member rules
 
 
+ROUTER_INTERFACE_OWNER = "network:router_interface"
+
+
 def is_compute(port: Mapping[str, Any]) -> bool:
     owner = port.get("device_owner") or ""
     return owner.startswith("compute:") and owner != SHADOW_OWNER
@@ -99,8 +102,11 @@ def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict
     for port_id, copies in regional_by_id.items():
         plan.delete += plan_port(region, central_by_id.get(port_id), copies, shadows=shadows,
                                  local_members=False, deleted=port_id in deleted).delete
-    local_members = any(is_compute(p) and p["id"] not in plan.delete and p.get("binding:host_id")
-                        for p in regional_ports)
+    # A bound router interface needs the network's remote ports as much as a
+    # server does: a router half's transit port reaches the other halves, and a
+    # half delivers to servers of its subnets in other regions.
+    local_members = any((is_compute(p) or p.get("device_owner") == ROUTER_INTERFACE_OWNER)
+                        and p["id"] not in plan.delete and p.get("binding:host_id") for p in regional_ports)
     for port in central_ports:
         kept = [c for c in regional_by_id.get(port["id"], []) if c["id"] not in plan.delete]
         plan.create_shadows += plan_port(region, port, kept, shadows=shadows, local_members=local_members,

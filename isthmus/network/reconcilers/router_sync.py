@@ -22,7 +22,7 @@ import logging
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
-from isthmus.network import TRANSIT_OWNER, bound_region, port_report
+from isthmus.network import TRANSIT_OWNER, TRANSIT_TAG, bound_region, port_report
 from isthmus.network.reconcilers import l3_plans, plans
 from isthmus.network.reconcilers.binding_sync import host_agent
 from isthmus.network.reconcilers.fanout import in_every_region
@@ -30,7 +30,6 @@ from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
 INTERFACE_OWNER = "network:router_interface"
-TRANSIT_TAG = "isthmus:transit-of:"
 
 
 def sync_router(services: Services, ctx: JobContext) -> None:

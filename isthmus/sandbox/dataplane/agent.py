@@ -15,16 +15,20 @@ import json
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from isthmus.clients.neutron import NeutronClient, Rejected, Unavailable
-from isthmus.sandbox.dataplane import kernel, names, reconcile, wakeup, wiring
+from isthmus.sandbox.dataplane import kernel, names, reconcile, router_reconcile, routers, wakeup, wiring
 
 LOG = logging.getLogger("isthmus.sandbox.dataplane")
 PORT_FIELDS = ["id", "network_id", "mac_address", "fixed_ips", "device_id", "device_owner",
                "binding:host_id", "binding:vif_type"]
+ROUTER_FIELDS = ["id", "routes", "external_gateway_info"]
 OVS_AGENT = "Open vSwitch agent"
+# Routers are read back from the kernel (addresses, routes, NAT) when their
+# wanted state changed, a veth vanished, or every this many passes (hand drift).
+FULL_CHECK_EVERY = 30
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,8 @@ class AgentConfig:
     local_ip: str  # the host's underlay (tunnel) address
     host_namespace: str
     server_namespace_prefix: str
+    router_namespace_prefix: str
+    outside_namespace_prefix: str
     auth_url: str
     username: str
     password: str
@@ -66,27 +72,55 @@ def neutron_client(config: AgentConfig) -> NeutronClient:
     return NeutronClient(http, config.region, config.timeout)
 
 
-def read_wiring(neutron: NeutronClient, config: AgentConfig) -> wiring.HostWiring:
+@dataclass(frozen=True)
+class Reading:
+    """One pass's answers from Neutron, planned."""
+
+    wiring: wiring.HostWiring
+    unbound_router_ports: list[str]  # for this host to bind, as an L3 agent does
+
+
+def read_wiring(neutron: NeutronClient, config: AgentConfig) -> Reading:
     """What Neutron says this host should carry (raises Unavailable/Rejected)."""
     bound_here = neutron.list("ports", **{"binding:host_id": config.host, "fields": PORT_FIELDS})
-    network_ids = sorted({p["network_id"] for p in wiring.local_server_ports(config.host, bound_here)})
+    server_nets = {p["network_id"] for p in wiring.local_server_ports(config.host, bound_here)}
+    # The region has one host: every router of the region is this agent's (as
+    # if the L3 scheduler had put them all on it), every project's (admin).
+    router_rows = neutron.list("routers", fields=ROUTER_FIELDS)
+    router_ports = routers.router_ports(router_rows, neutron.list(
+        "ports", device_owner=list(routers.ROUTER_OWNERS), fields=PORT_FIELDS)) if router_rows else []
+    externals = neutron.list("networks", **{"router:external": True, "fields": ["id", "router:external"]})
+    router_nets = {p["network_id"] for p in router_ports}
+    network_ids = sorted(server_nets | router_nets | {n["id"] for n in externals})
     if not network_ids:
-        return wiring.HostWiring()
-    return wiring.plan_host(
+        return Reading(wiring.HostWiring(), routers.ports_to_bind(router_ports))
+    networks = neutron.list("networks", id=network_ids)
+    subnets = neutron.list("subnets", network_id=network_ids)
+    outside_nets = routers.external_networks(externals, subnets)
+    floatingips = neutron.list("floatingips", router_id=[r["id"] for r in router_rows]) if router_rows else []
+    host = wiring.plan_host(
         config.host, config.local_ip,
         ports=neutron.list("ports", network_id=network_ids, fields=PORT_FIELDS),
-        networks=neutron.list("networks", id=network_ids),
-        subnets=neutron.list("subnets", network_id=network_ids),
-        agents=neutron.list("agents", agent_type=OVS_AGENT))
+        networks=networks, subnets=subnets, agents=neutron.list("agents", agent_type=OVS_AGENT),
+        extra_networks=router_nets | set(outside_nets))
+    host = replace(host, routers=routers.plan_routers(router_rows, router_ports, floatingips, networks, subnets),
+                   outsides=routers.plan_outsides(outside_nets, networks, subnets))
+    return Reading(host, routers.ports_to_bind(router_ports))
 
 
 class Agent:
     def __init__(self, config: AgentConfig, neutron: NeutronClient) -> None:
         self.config = config
         self.neutron = neutron
-        # Servers wired as wanted by an earlier pass; a server whose wanted
-        # wiring changed, or whose tap vanished, is read back and fixed.
+        # Servers and routers wired as wanted by an earlier pass; one whose wanted
+        # wiring changed, or whose veth vanished, is read back and fixed.
         self.applied: dict[str, wiring.Server] = {}
+        self.applied_routers: dict[str, routers.Router] = {}
+        # router id -> (the ruleset loaded, how ``nft list`` printed it back):
+        # a listing that differs from what was loaded only in nft's own spelling
+        # is not reloaded every pass.
+        self.nat_loaded: dict[str, tuple[str | None, str]] = {}
+        self.passes = 0
 
     def run_forever(self) -> None:
         LOG.info("dataplane agent of %s (host %s, %s) started", self.config.region, self.config.host,
@@ -105,24 +139,37 @@ class Agent:
     def run_once(self) -> bool:
         """One pass; False when Neutron could not be read (nothing was changed)."""
         try:
-            wanted = read_wiring(self.neutron, self.config)
+            reading = read_wiring(self.neutron, self.config)
         except (Unavailable, Rejected) as err:
             LOG.warning("Neutron not read, nothing changed: %s", err)
             return False
+        self._bind(reading.unbound_router_ports)
+        self.passes += 1
         try:
-            self._apply(wanted)
+            self._apply(reading.wiring, full_check=self.passes % FULL_CHECK_EVERY == 1)
         except kernel.KernelError as err:  # reading the kernel failed: try again next pass
             LOG.warning("%s", err)
         return True
 
-    def _apply(self, wanted: wiring.HostWiring) -> None:
+    def _bind(self, port_ids: list[str]) -> None:
+        """Bind router ports to this host, as the L3 agent hosting the router
+        does: ML2 then binds them and the region reports a transit port to central."""
+        for port_id in port_ids:
+            try:
+                self.neutron.update("ports", port_id, {"binding:host_id": self.config.host})
+                LOG.info("router port %s bound to %s", port_id, self.config.host)
+            except (Unavailable, Rejected) as err:
+                LOG.warning("router port %s not bound: %s", port_id, err)
+
+    def _apply(self, wanted: wiring.HostWiring, full_check: bool = False) -> None:
         host_ns, prefix = self.config.host_namespace, self.config.server_namespace_prefix
         state = kernel.read_host(host_ns)
         cmds = reconcile.network_commands(host_ns, self.config.local_ip, wanted, state)
         if cmds:
             self._run(cmds, "networks")
             state = kernel.read_host(host_ns)
-        existing = {ns for ns in kernel.namespaces() if ns.startswith(prefix)}
+        present = kernel.namespaces()
+        existing = {ns for ns in present if ns.startswith(prefix)}
         changed = False
         for server in wanted.servers.values():
             ns = names.server_namespace(prefix, server.server_id)
@@ -137,12 +184,75 @@ class Agent:
                 self.applied[server.server_id] = server
             else:
                 self.applied.pop(server.server_id, None)
+        changed = self._apply_routers(wanted, state, present, full_check) or changed
+        changed = self._apply_outsides(wanted, state, present, full_check) or changed
         if changed:
             state = kernel.read_host(host_ns)
-            existing = {ns for ns in kernel.namespaces() if ns.startswith(prefix)}
+            present = kernel.namespaces()
+            existing = {ns for ns in present if ns.startswith(prefix)}
         self._run(reconcile.removal_commands(host_ns, wanted, state, existing, prefix), "removals")
+        self._remove_l3_namespaces(wanted, present)
         for gone in set(self.applied) - set(wanted.servers):
             del self.applied[gone]
+
+    def _apply_routers(self, wanted: wiring.HostWiring, state: kernel.HostState, present: set[str],
+                       full_check: bool) -> bool:
+        """Each router's namespace, interfaces, routes and NAT; True if anything ran."""
+        changed = False
+        for router in wanted.routers.values():
+            ns = names.router_namespace(self.config.router_namespace_prefix, router.router_id)
+            veths = all(names.tap(p.port_id) in state.links for p in router.ports)
+            if self.applied_routers.get(router.router_id) == router and ns in present and veths and not full_check:
+                continue
+            current = kernel.read_router(ns, names.NAT_TABLE) if ns in present else None
+            what = f"router {router.router_id}"
+            cmds = router_reconcile.router_link_commands(self.config.host_namespace, ns, router, current, state)
+            ok = self._run(cmds, what)
+            routes = router_reconcile.router_route_commands(ns, router, current.routes if current else frozenset())
+            ok = all([self._run([cmd], what) for cmd in routes]) and ok  # each route on its own
+            ok = self._apply_nat(ns, router, current.nat if current else "") and ok
+            changed = changed or bool(cmds or routes)
+            if ok:
+                self.applied_routers[router.router_id] = router
+            else:
+                self.applied_routers.pop(router.router_id, None)
+        for gone in set(self.applied_routers) - set(wanted.routers):
+            del self.applied_routers[gone]
+            self.nat_loaded.pop(gone, None)
+        return changed
+
+    def _apply_nat(self, ns: str, router: routers.Router, listed: str) -> bool:
+        ruleset = routers.nat_ruleset(router)
+        if listed == (ruleset or "") or self.nat_loaded.get(router.router_id) == (ruleset, listed):
+            return True
+        try:
+            kernel.load_nat(ns, names.NAT_TABLE, ruleset)
+            self.nat_loaded[router.router_id] = (ruleset, kernel.read_nat(ns, names.NAT_TABLE))
+        except kernel.KernelError as err:
+            LOG.warning("router %s NAT: %s", router.router_id, err)
+            return False
+        LOG.info("router %s: NAT %s", router.router_id, "loaded" if ruleset else "removed")
+        return True
+
+    def _apply_outsides(self, wanted: wiring.HostWiring, state: kernel.HostState, present: set[str],
+                        full_check: bool) -> bool:
+        changed = False
+        for outside in wanted.outsides.values():
+            ns = names.outside_namespace(self.config.outside_namespace_prefix, outside.network_id)
+            if ns in present and names.outside_link(outside.network_id) in state.links and not full_check:
+                continue
+            interfaces = kernel.read_server(ns) if ns in present else None
+            cmds = router_reconcile.outside_commands(self.config.host_namespace, ns, outside, interfaces, state)
+            changed = changed or bool(cmds)
+            self._run(cmds, f"outside {outside.network_id}")
+        return changed
+
+    def _remove_l3_namespaces(self, wanted: wiring.HostWiring, present: set[str]) -> None:
+        rprefix, oprefix = self.config.router_namespace_prefix, self.config.outside_namespace_prefix
+        want = {names.router_namespace(rprefix, r) for r in wanted.routers}
+        want |= {names.outside_namespace(oprefix, n) for n in wanted.outsides}
+        mine = {ns for ns in present if ns.startswith((rprefix, oprefix))}
+        self._run(router_reconcile.namespace_removals(want, mine), "router removals")
 
     @staticmethod
     def _run(cmds: list[kernel.Command], what: str) -> bool:

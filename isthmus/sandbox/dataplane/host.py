@@ -22,7 +22,7 @@ UNDERLAY_BRIDGE = "underlay"
 # Bits of /proc/self/status CapEff: links need NET_ADMIN, `ip netns add` mounts (SYS_ADMIN).
 CAP_NET_ADMIN = 12
 CAP_SYS_ADMIN = 21
-TOOLS = {"ip": "iproute2", "bridge": "iproute2", "ping": "iputils-ping"}
+TOOLS = {"ip": "iproute2", "bridge": "iproute2", "ping": "iputils-ping", "nft": "nftables"}  # nft: routers' NAT
 
 
 def effective_capabilities() -> int:
@@ -100,6 +100,8 @@ def agent_config(layout: Layout, region: str) -> AgentConfig:
         region=region, host=compute_host(region), local_ip=names.tunnel_ip(layout, region),
         host_namespace=names.host_namespace(layout, region),
         server_namespace_prefix=names.server_namespace_prefix(layout, region),
+        router_namespace_prefix=names.router_namespace_prefix(layout, region),
+        outside_namespace_prefix=names.outside_namespace_prefix(layout, region),
         auth_url=layout.auth_url, username="isthmus", password=PASSWORD, project_name="service",
         wakeup_socket=str(wakeup_socket(layout, region)))
 
@@ -151,6 +153,33 @@ def resolve_server(layout: Layout, server: str) -> str:
         raise process.SandboxError(f"server {server!r} ({server_id}) has no namespace yet: its agent makes it once "
                                    f"the port is bound; see: isthmus sandbox logs {agent_name(region)}")
     return server_id
+
+
+def outside_namespace(layout: Layout, network: str) -> str:
+    """The outside namespace (the upstream router) of an external network, by
+    name or id, in whichever region's agent made it."""
+    if not layout.dataplane:
+        raise process.SandboxError("this sandbox runs without --dataplane: there is no outside namespace")
+    ids = {network}
+    if not _outside_namespaces(layout, ids):
+        from isthmus.sandbox import keystone
+        from isthmus.sandbox.layout import CENTRAL_REGION
+
+        conn = keystone.admin_connection(layout, CENTRAL_REGION)
+        ids = {n.id for n in conn.network.networks(name=network, is_router_external=True)}
+    found = _outside_namespaces(layout, ids)
+    if not found:
+        raise process.SandboxError(f"no outside namespace for external network {network!r}: its region's agent "
+                                   "makes one once the network has a subnet")
+    if len(found) > 1:
+        raise process.SandboxError(f"{len(found)} outside namespaces match {network!r}: give the network's id")
+    return found[0]
+
+
+def _outside_namespaces(layout: Layout, network_ids: set[str]) -> list[str]:
+    present = kernel.namespaces()
+    return sorted(ns for region in layout.regions for net in network_ids
+                  if (ns := names.outside_namespace(names.outside_namespace_prefix(layout, region), net)) in present)
 
 
 def ping(namespace: str, address: str, wait: float = 1.0) -> bool:

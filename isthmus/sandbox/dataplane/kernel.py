@@ -6,6 +6,7 @@ compared in tests before anything runs.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 from dataclasses import dataclass, field
@@ -97,12 +98,16 @@ class ServerInterface:
 
 
 def read_server(namespace: str) -> list[ServerInterface]:
+    # `ip -j addr` leaves the alias out (iproute2 6.1): it comes from `ip -j link`.
+    links = run_json(["ip", "-n", namespace, "-j", "link", "show"])
+    aliases = {link["ifname"]: link.get("ifalias", "") for link in links}
     found = []
     for link in run_json(["ip", "-n", namespace, "-j", "addr", "show"]):
         if link.get("link_type") == "loopback":
             continue
         found.append(ServerInterface(
-            name=link["ifname"], port_id=link.get("ifalias", ""), mac=link.get("address", "").lower(),
+            name=link["ifname"], port_id=link.get("ifalias") or aliases.get(link["ifname"], ""),
+            mac=link.get("address", "").lower(),
             mtu=int(link.get("mtu") or 0),
             addresses=tuple(f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", [])
                             if a.get("scope") == "global")))
@@ -117,3 +122,54 @@ def default_routes(namespace: str) -> set[str]:
             if route.get("gateway"):
                 gateways.add(route["gateway"])
     return gateways
+
+
+FORWARDING = ("net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding")
+
+
+@dataclass(frozen=True)
+class RouterState:
+    """What a router namespace holds now."""
+
+    interfaces: tuple[ServerInterface, ...]
+    routes: frozenset[tuple[str, str]]  # (destination, nexthop) of the routes the agent adds (proto static)
+    forwarding: bool
+    nat: str  # ``nft list table`` of the agent's table; "" when there is none
+
+
+def read_router(namespace: str, nat_table: str) -> RouterState:
+    routes = set()
+    for family in ("-4", "-6"):
+        for route in run_json(["ip", "-n", namespace, family, "-j", "route", "show", "proto", "static"]):
+            if route.get("gateway"):
+                routes.add((_destination(route["dst"], family), route["gateway"]))
+    values = run(["ip", "netns", "exec", namespace, "sysctl", "-n", *FORWARDING]).split()
+    return RouterState(tuple(read_server(namespace)), frozenset(routes), values == ["1"] * len(FORWARDING),
+                       read_nat(namespace, nat_table))
+
+
+def _destination(dst: str, family: str) -> str:
+    if dst == "default":
+        return "0.0.0.0/0" if family == "-4" else "::/0"
+    return ipaddress.ip_network(dst, strict=False).with_prefixlen
+
+
+def read_nat(namespace: str, table: str) -> str:
+    try:
+        return run(["ip", "netns", "exec", namespace, "nft", "list", "table", "ip", table]).strip()
+    except KernelError as err:
+        if "No such file or directory" in str(err):
+            return ""
+        raise
+
+
+def load_nat(namespace: str, table: str, ruleset: str | None) -> None:
+    """Replace the namespace's NAT table in one nftables transaction (None: remove it)."""
+    script = f"table ip {table}\ndelete table ip {table}\n" + (ruleset + "\n" if ruleset else "")
+    try:
+        result = subprocess.run(["ip", "netns", "exec", namespace, "nft", "-f", "-"], input=script,
+                                capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    except subprocess.TimeoutExpired as err:
+        raise KernelError(f"nft -f in {namespace}: no answer in {COMMAND_TIMEOUT:.0f}s") from err
+    if result.returncode != 0:
+        raise KernelError(f"nft -f in {namespace}: {result.stderr.strip() or f'exit {result.returncode}'}")

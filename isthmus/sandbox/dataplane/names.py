@@ -64,3 +64,34 @@ def vxlan(vni: int) -> str:
 
 def tap(port_id: str) -> str:
     return "tap" + port_id[:11]
+
+
+def router_namespace_prefix(layout: Layout, region: str) -> str:
+    return f"{prefix(layout)}-rt-{region}-"
+
+
+def router_namespace(ns_prefix: str, router_id: str) -> str:
+    return f"{ns_prefix}{router_id}"
+
+
+def outside_namespace_prefix(layout: Layout, region: str) -> str:
+    """The namespaces that play the upstream router of an external network."""
+    return f"{prefix(layout)}-out-{region}-"
+
+
+def outside_namespace(ns_prefix: str, network_id: str) -> str:
+    return f"{ns_prefix}{network_id}"
+
+
+def router_interface(port_id: str, gateway: bool) -> str:
+    """A router port's end inside the router namespace (Neutron's L3 agent: qr-/qg-)."""
+    return ("qg-" if gateway else "qr-") + port_id[:11]
+
+
+def outside_link(network_id: str) -> str:
+    """The host namespace's end of an outside namespace's veth."""
+    return "out" + network_id[:11]
+
+
+OUTSIDE_INTERFACE = "eth0"
+NAT_TABLE = "isthmus"  # the nftables table (family ip) of a router namespace

@@ -13,7 +13,7 @@ from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.dataplane.kernel import ZERO_MAC, Command, HostState, ServerInterface
 from isthmus.sandbox.dataplane.wiring import HostWiring, NetworkWiring, Server
 
-MANAGED_PREFIXES = ("brq", "vxlan-", "tap")
+MANAGED_PREFIXES = ("brq", "vxlan-", "tap", "out")
 
 
 def network_commands(host_ns: str, local_ip: str, wiring: HostWiring, state: HostState) -> list[Command]:
@@ -63,15 +63,19 @@ def _forwarding_commands(host_ns: str, vxlan: str, net: NetworkWiring, state: Ho
 
 def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_namespaces: set[str],
                      ns_prefix: str) -> list[Command]:
-    """Servers, taps, VXLAN devices and bridges nothing wants any more, servers first."""
+    """Servers, taps (a server's or a router's), outside links, VXLAN devices and
+    bridges nothing wants any more, servers first. Router and outside namespaces
+    are ``router_reconcile``'s."""
     ip = ["ip", "-n", host_ns]
     want_servers = {names.server_namespace(ns_prefix, sid) for sid in wiring.servers}
     want_taps = {names.tap(v.port_id) for s in wiring.servers.values() for v in s.vifs}
+    want_taps |= {names.tap(p.port_id) for r in wiring.routers.values() for p in r.ports}
+    want_taps |= {names.outside_link(n) for n in wiring.outsides}
     want_bridges = {names.bridge(n) for n in wiring.networks}
     want_vxlans = {names.vxlan(n.vni) for n in wiring.networks.values() if n.vni is not None}
     cmds: list[Command] = []
     for link in sorted(state.links):
-        if link.startswith("tap") and link not in want_taps:
+        if link.startswith(("tap", "out")) and link not in want_taps:
             cmds.append([*ip, "link", "del", link])
     for ns in sorted(server_namespaces - want_servers):
         cmds.append(["ip", "netns", "delete", ns])
@@ -104,7 +108,7 @@ def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: li
                 cmds.append([*hip, "link", "del", tap])
             cmds += [[*hip, "link", "add", "name", tap, "type", "veth", "peer", "name", name, "netns", server_ns],
                      [*sip, "link", "set", name, "address", vif.mac, "mtu", str(vif.mtu), "alias", vif.port_id, "up"],
-                     *[[*sip, "addr", "add", a, "dev", name, *_nodad(a)] for a in vif.addresses],
+                     *[[*sip, "addr", "add", a, "dev", name, *nodad(a)] for a in vif.addresses],
                      [*hip, "link", "set", tap, "master", bridge, "mtu", str(vif.mtu), "up"]]
             continue
         if iface.mac != vif.mac or iface.mtu != vif.mtu:
@@ -112,7 +116,7 @@ def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: li
         for addr in sorted(set(iface.addresses) - set(vif.addresses)):
             cmds.append([*sip, "addr", "del", addr, "dev", iface.name])
         for addr in [a for a in vif.addresses if a not in iface.addresses]:
-            cmds.append([*sip, "addr", "add", addr, "dev", iface.name, *_nodad(addr)])
+            cmds.append([*sip, "addr", "add", addr, "dev", iface.name, *nodad(addr)])
         host_side = state.links.get(tap)
         if host_side is not None and host_side.master != bridge:
             cmds.append([*hip, "link", "set", tap, "master", bridge, "up"])
@@ -128,6 +132,6 @@ def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: li
     return cmds
 
 
-def _nodad(address: str) -> list[str]:
+def nodad(address: str) -> list[str]:
     """IPv6 addresses come up at once (no duplicate detection wait)."""
     return ["nodad"] if ipaddress.ip_interface(address).version == 6 else []

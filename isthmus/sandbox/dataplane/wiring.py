@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from isthmus.sandbox.dataplane.routers import Outside, Router
 
 SHADOW_OWNER = "compute:shadow"
 UNBOUND_VIF_TYPES = ("", "unbound", "binding_failed")
 DEFAULT_MTU = 1450  # VXLAN over a 1500-byte underlay, Neutron's own figure
+FLAT_MTU = 1500
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class NetworkWiring:
 class HostWiring:
     servers: Mapping[str, Server] = field(default_factory=dict)
     networks: Mapping[str, NetworkWiring] = field(default_factory=dict)
+    routers: Mapping[str, "Router"] = field(default_factory=dict)
+    outsides: Mapping[str, "Outside"] = field(default_factory=dict)  # by external network id
 
 
 def is_bound(port: dict) -> bool:
@@ -90,8 +96,10 @@ def tunnel_ips(agents: Iterable[dict]) -> dict[str, str]:
 
 
 def plan_host(host: str, local_ip: str, ports: Iterable[dict], networks: Iterable[dict],
-              subnets: Iterable[dict], agents: Iterable[dict]) -> HostWiring:
+              subnets: Iterable[dict], agents: Iterable[dict], extra_networks: Iterable[str] = ()) -> HostWiring:
     """``ports``: this host's server ports plus every port of their networks;
+    ``extra_networks``: networks wired here without a server port (a router's
+    or an external network's), whose ports ``ports`` holds too;
     ``networks``/``subnets``: those networks and their subnets; ``agents``: the
     region's OVS agent rows."""
     ports = list(ports)
@@ -109,10 +117,10 @@ def plan_host(host: str, local_ip: str, ports: Iterable[dict], networks: Iterabl
             port_id=port["id"], network_id=port["network_id"], mac=port["mac_address"].lower(),
             addresses=tuple(f"{ip['ip_address']}/{prefixes[ip['subnet_id']]}" for ip in known),
             gateways=_one_gateway_per_version(gateways.get(ip["subnet_id"]) for ip in known),
-            mtu=int(net.get("mtu") or DEFAULT_MTU)))
+            mtu=network_mtu(net)))
 
     wired: dict[str, NetworkWiring] = {}
-    for net_id in sorted({p["network_id"] for p in mine}):
+    for net_id in sorted({p["network_id"] for p in mine} | (set(extra_networks) & set(nets))):
         net = nets[net_id]
         vni = net.get("provider:segmentation_id") if net.get("provider:network_type") == "vxlan" else None
         remote = frozenset(
@@ -122,8 +130,7 @@ def plan_host(host: str, local_ip: str, ports: Iterable[dict], networks: Iterabl
             if p["network_id"] == net_id and is_bound(p) and p["binding:host_id"] != host
             and vteps.get(p["binding:host_id"]) not in (None, local_ip)
         ) if vni is not None else frozenset()
-        wired[net_id] = NetworkWiring(net_id, int(vni) if vni is not None else None,
-                                      int(net.get("mtu") or DEFAULT_MTU), remote)
+        wired[net_id] = NetworkWiring(net_id, int(vni) if vni is not None else None, network_mtu(net), remote)
     return HostWiring(
         servers={sid: Server(sid, tuple(sorted(vifs, key=lambda v: v.port_id))) for sid, vifs in servers.items()},
         networks=wired)
@@ -135,3 +142,9 @@ def _one_gateway_per_version(candidates: Iterable[str | None]) -> tuple[str, ...
         if gw:
             chosen.setdefault(ipaddress.ip_address(gw).version, gw)
     return tuple(chosen.values())
+
+
+def network_mtu(network: dict) -> int:
+    if network.get("mtu"):
+        return int(network["mtu"])
+    return FLAT_MTU if network.get("provider:network_type") == "flat" else DEFAULT_MTU

@@ -79,3 +79,22 @@ def test_a_shadow_is_remade_when_the_remote_tunnel_moves():
     plan = plans.plan_ports("RegionOne", [local_vm, moved], [local_vm, shadow])
     assert plan.delete == ["r"] and [s["binding:profile"][PROFILE_KEY]["agent"]["tunnel_ip"]
                                      for s in plan.create_shadows] == ["192.0.2.9"]
+
+
+def test_a_bound_router_interface_makes_a_region_want_the_networks_remote_ports():
+    """A router half's transit port (a router interface in its region) must see the
+    other halves' transit ports: the periodic pass shadows them like a server's peers."""
+    from isthmus.network.reconcilers.plans import plan_ports
+
+    remote = {"id": "p-two", "network_id": "n", "mac_address": "fa:16:3e:00:00:02",
+              "device_owner": "compute:isthmus-transit",
+              "device_id": "half-two", "fixed_ips": [{"subnet_id": "s", "ip_address": "100.64.0.2"}],
+              "binding:host_id": "regiontwo-compute", "project_id": "p",
+              "binding:profile": {"isthmus": {"region": "RegionTwo", "agent": {
+                  "type": "Open vSwitch agent", "host": "regiontwo-compute", "tunnel_ip": "192.0.2.2"}}}}
+    here = {"id": "p-one", "network_id": "n", "mac_address": "fa:16:3e:00:00:01",
+            "device_owner": "network:router_interface", "device_id": "half-one",
+            "fixed_ips": [{"subnet_id": "s", "ip_address": "100.64.0.1"}], "binding:host_id": "regionone-compute"}
+    (shadow,) = plan_ports("RegionOne", [remote], [here]).create_shadows
+    assert shadow["mac_address"] == remote["mac_address"]
+    assert plan_ports("RegionOne", [remote], [{**here, "binding:host_id": ""}]).create_shadows == []

@@ -17,3 +17,9 @@ def test_without_cap_net_admin_one_line_names_it():
 def test_missing_tools_name_their_packages():
     problem = preflight_problem(1 << CAP_NET_ADMIN | 1 << CAP_SYS_ADMIN, lambda t: None if t == "ping" else "/x")
     assert "iputils-ping" in problem and "iproute2" not in problem
+
+
+def test_without_nft_it_names_nftables():
+    """Routers NAT with nftables: without it floating IPs and SNAT could not work."""
+    problem = preflight_problem(1 << CAP_NET_ADMIN | 1 << CAP_SYS_ADMIN, lambda t: None if t == "nft" else "/x")
+    assert problem.endswith("nftables (run tools/setup.sh as root)") and "\n" not in problem
