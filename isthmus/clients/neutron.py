@@ -60,11 +60,25 @@ class NeutronClient:
 
     def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None,
              headers: dict | None = None) -> dict | None:
-        """The response body; None for a 404."""
+        """The response body; None for a 404 naming a missing object."""
         resp = self._send(method, path, body, params, headers)
         if resp.status_code == 404:
+            self._raise_if_not_served(resp, path)
             return None
         return self._body(resp)
+
+    def _raise_if_not_served(self, resp, path: str) -> None:
+        """A 404 for the URL itself is no answer about any object: the API is not
+        served there (an extension not loaded, a server still loading its
+        plugins after a restart). Neutron says which: ``<Resource>NotFound`` for
+        a missing object, ``HTTPNotFound`` for a URL it does not serve. Read as
+        "gone", the first would delete and remake what exists."""
+        try:
+            kind = resp.json()["NeutronError"]["type"]
+        except (ValueError, KeyError, TypeError):
+            kind = None
+        if kind in (None, "HTTPNotFound"):
+            raise Unavailable(f"{self.region} Neutron does not serve {path.split('?')[0]} (404: {_message(resp)})")
 
     def _send(self, method: str, path: str, body: dict | None, params: dict | None, headers: dict | None = None):
         callguard.check()  # e.g. a job whose lease was lost stops here, before touching a region
@@ -142,6 +156,7 @@ class NeutronClient:
     def _post(self, collection: str, key: str, payload: Any) -> Any:
         resp = self._send("POST", collection, {key: payload}, None)
         if resp.status_code == 404:  # something the body names (network, group) does not exist there
+            self._raise_if_not_served(resp, collection)
             raise Rejected(404, f"{self.region} Neutron: {_message(resp)}")
         return self._body(resp)[key]
 

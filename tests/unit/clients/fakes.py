@@ -62,7 +62,7 @@ def paged_server(collection: str, items: list[dict], page_size: int, key: str | 
         if "marker" in params:
             ids = [i["id"] for i in ordered]
             if params["marker"] not in ids:
-                return Response(404, {"NeutronError": {"message": "marker not found"}})
+                return Response(404, {"NeutronError": {"type": "PortNotFound", "message": "marker not found"}})
             start = ids.index(params["marker"]) + 1
         page = ordered[start:start + limit]
         body: dict = {key: page}

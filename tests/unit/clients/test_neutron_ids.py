@@ -11,7 +11,7 @@ from .fakes import FakeAdapter, Response
 
 
 def _client() -> tuple[NeutronClient, FakeAdapter]:
-    http = FakeAdapter(lambda call: Response(404, {"NeutronError": {"message": "not found"}}))
+    http = FakeAdapter(lambda call: Response(404, {"NeutronError": {"type": "NetworkNotFound", "message": "not found"}}))
     return NeutronClient(http, "CentralRegion"), http
 
 

@@ -106,16 +106,29 @@ def test_a_marker_deleted_between_pages_raises_rather_than_truncating():
 
     def answer(call: Call) -> Response:
         if (call.params or {}).get("marker") == "p0001":
-            return Response(404, {"NeutronError": {"message": "Port p0001 could not be found."}})
+            return Response(404, {"NeutronError": {"type": "PortNotFound", "message": "Port p0001 could not be found."}})
         return server(call)
     neutron, _ = _client(answer)
     with pytest.raises(Unavailable, match="lost marker p0001"):
         neutron.list("ports")
 
 
-def test_a_404_on_the_first_page_is_an_empty_list():
-    neutron, _ = _client(lambda call: Response(404, {"NeutronError": {"message": "no such collection"}}))
-    assert neutron.list("trunks") == []
+def test_a_collection_the_server_does_not_serve_is_unavailable_never_empty():
+    # After a restart, neutron-server answers 404 HTTPNotFound for an extension's
+    # URLs until its plugins are loaded: "no routers" would remake them all.
+    neutron, _ = _client(lambda call: Response(404, {"NeutronError": {"type": "HTTPNotFound",
+                                                                      "message": "The resource could not be found."}}))
+    with pytest.raises(Unavailable, match="does not serve routers"):
+        neutron.list("routers")
+    with pytest.raises(Unavailable):
+        neutron.get("routers", "r1")
+    with pytest.raises(Unavailable):
+        neutron.create("routers", {"name": "r"})
+
+
+def test_a_missing_object_is_none():
+    neutron, _ = _client(lambda call: Response(404, {"NeutronError": {"type": "RouterNotFound", "message": "gone"}}))
+    assert neutron.get("routers", "r1") is None
 
 
 def test_a_5xx_on_a_later_page_raises():
