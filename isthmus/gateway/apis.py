@@ -21,6 +21,9 @@ class Routed:
     az_field: str | None = None
     # Other fields naming the object's AZ (shown as the top-level AZ too).
     more_az_fields: tuple[str, ...] = ()
+    # The fields of the brief list (``GET /<list_key>``). The gateway merges detail
+    # lists (their bodies carry the sort fields) and cuts them down to this view.
+    summary_fields: tuple[str, ...] = ("id", "name", "links")
 
     @property
     def az_fields(self) -> tuple[str, ...]:
@@ -40,6 +43,11 @@ class Api:
     sort: Callable[[Mapping[str, Sequence[str]]], tuple[listing.SortKey, ...]]
     sort_params: Callable[[Sequence[listing.SortKey]], list[tuple[str, str]]]
     global_collections: frozenset[str] = field(default_factory=frozenset)
+    # Lists take ``offset`` (Cinder): the gateway skips over the merged list, since a
+    # region's offset only counts that region's objects.
+    list_offset: bool = False
+    # Status of ``GET /`` (the version list): Nova 200, Cinder 300 Multiple Choices.
+    root_status: int = 200
 
 
 COMPUTE = Api(
@@ -61,6 +69,10 @@ COMPUTE = Api(
     global_collections=frozenset({"flavors", "os-keypairs", "os-quota-sets", "os-quota-class-sets"}),
 )
 
+# Cinder's brief snapshot view is its detail view less the microversioned extras.
+SNAPSHOT_SUMMARY = ("id", "created_at", "updated_at", "name", "description", "volume_id", "status", "size",
+                    "metadata")
+
 VOLUME = Api(
     name="volume", prefix="/volume", version_segment="v3", aliases=("/v3",), mv=microversion.VOLUME,
     root_bad_method=405,
@@ -73,13 +85,16 @@ VOLUME = Api(
     }),
     routed={
         "volumes": Routed("volume", "volume", "volumes", "Volume", "schedule", az_field="availability_zone"),
-        "snapshots": Routed("snapshot", "snapshot", "snapshots", "Snapshot", "with_volume", "volume_id"),
+        "snapshots": Routed("snapshot", "snapshot", "snapshots", "Snapshot", "with_volume", "volume_id",
+                            summary_fields=SNAPSHOT_SUMMARY),
         "backups": Routed("backup", "backup", "backups", "Backup", "with_volume", "volume_id",
                           az_field="availability_zone"),
     },
     sort=listing.cinder_sort,
     sort_params=listing.cinder_params,
     global_collections=frozenset({"types", "qos-specs", "os-quota-sets", "os-quota-class-sets"}),
+    list_offset=True,
+    root_status=300,
 )
 
 APIS = (COMPUTE, VOLUME)

@@ -31,6 +31,7 @@ from isthmus.gateway.members import ConfirmAbsent, MemberCalls, RewriteReply
 from isthmus.gateway.pools import BoundedPool
 from isthmus.gateway.proxy import Upstream
 from isthmus.gateway.routing import Router
+from isthmus.gateway.summaries import volume_summary
 from isthmus.gateway.versions import Versions
 from isthmus.gateway.zones import availability_zones
 
@@ -60,6 +61,10 @@ class Gateway:
         self.local_handlers: dict[tuple[str, str], Handler] = {
             ("compute", "os-availability-zone"): lambda call: availability_zones(call, self.router),
             ("volume", "os-availability-zone"): lambda call: availability_zones(call, self.router),
+        }
+        # Paths under a routed collection that name no object: (api, path) -> handler.
+        self.collection_paths: dict[tuple[str, str], Handler] = {
+            ("volume", "volumes/summary"): lambda call: volume_summary(call, self.settings, self.router, self.fwd),
         }
 
     # Extension points, kept on the gateway for the modules that install hooks.
@@ -184,11 +189,19 @@ class Gateway:
                 return await external_events(call, self.router, self.fwd)
             return await self.to_master(call)
         if len(segs) == 1 or (len(segs) == 2 and segs[1] == "detail"):
+            if call.request.path.endswith("/"):
+                # An empty id (``DELETE /volumes/``): no object to route by, and no
+                # list or create either; the master region answers it as any region
+                # would (Cinder 404), as for paths with a trailing slash (issue 17).
+                return await self.to_master(call)
             if call.method == "GET":
                 return await self.lists.handle(call, spec, detail=len(segs) == 2)
             if call.method == "POST" and len(segs) == 1:
                 return await self.creates.handle(call, spec)
             raise Fault(405, "Method not allowed.")
+        path_handler = self.collection_paths.get((api.name, "/".join(segs)))
+        if path_handler is not None and call.method == "GET":
+            return await path_handler(call)
         return await self.members.handle(call, spec)
 
     async def to_master(self, call: Call) -> web.StreamResponse:

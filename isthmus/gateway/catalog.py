@@ -120,12 +120,20 @@ def keystone_loader(session) -> Callable[[bool], tuple[dict, str | None]]:
     return load
 
 
-def version_range(doc: Mapping, kind: str) -> Range | None:
-    """From a versions document (``GET /`` of a region's service root)."""
+def version_entry(doc: Mapping, kind: str) -> Mapping | None:
+    """The entry of the version the gateway serves, from a versions document (``GET /``
+    of a region's service root)."""
     entries = doc.get("versions") or ([doc["version"]] if "version" in doc else [])
     if isinstance(entries, dict):  # some services wrap as {"versions": {"values": [...]}}
         entries = entries.get("values", [])
     for entry in entries:
         if entry.get("id") == VERSION_IDS[kind] and entry.get("version"):
-            return Range(parse(entry.get("min_version") or entry["version"]), parse(entry["version"]))
+            return entry
     return None
+
+
+def version_range(doc: Mapping, kind: str) -> Range | None:
+    entry = version_entry(doc, kind)
+    if entry is None:
+        return None
+    return Range(parse(entry.get("min_version") or entry["version"]), parse(entry["version"]))

@@ -248,7 +248,24 @@ async def merge(streams: Sequence[RegionStream], key: Callable[[Item], tuple],
     return out, bool(heap)
 
 
+async def merge_page(streams: Sequence[RegionStream], key: Callable[[Item], tuple], limit: int,
+                     offset: int = 0) -> tuple[list[tuple[str, Item]], list[tuple[str, Item]]]:
+    """(page, consumed): ``limit`` items after skipping ``offset`` in the global order
+    (a region's own offset would count only its objects), and all that was taken from
+    the streams, the skipped included, which the next page's cursor must resume after."""
+    consumed, _ = await merge(streams, key, offset + limit)
+    return consumed[offset:], consumed
+
+
 # --- cursors for the next page ----------------------------------------------------
+
+
+def page_is_full(shown: int, limit: int) -> bool:
+    """Whether a page gets a ``next`` link. Nova and Cinder link one whenever a page is
+    as long as the limit (the requested one, else the maximum), even if nothing
+    follows: a client pages until a short page, and Tempest checks for the link."""
+    return shown > 0 and shown >= limit
+
 
 
 @dataclass(frozen=True)

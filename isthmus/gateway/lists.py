@@ -33,6 +33,7 @@ class MergedLists:
     async def handle(self, call: Call, spec: Routed, detail: bool) -> web.StreamResponse:
         query = MultiDict(call.request.query)
         limit = self._limit(query.get("limit"))
+        offset = _non_negative("offset", query.get("offset")) if call.api.list_offset else 0
         marker = query.get("marker")
         try:
             sort = call.api.sort({k: query.getall(k) for k in ("sort_key", "sort_dir", "sort") if k in query})
@@ -40,7 +41,8 @@ class MergedLists:
             raise Fault(400, str(err)) from None
         regions = await self.router.regions()
         # Every region is asked for the exact order the gateway merges on.
-        base_pairs = [(k, v) for k, v in query.items() if k not in ("limit", "marker", "sort", "sort_key", "sort_dir")]
+        own = ("limit", "marker", "sort", "sort_key", "sort_dir") + (("offset",) if call.api.list_offset else ())
+        base_pairs = [(k, v) for k, v in query.items() if k not in own]
         base_pairs += call.api.sort_params(sort)
         zone = query.get("availability_zone")
         if zone is not None:
@@ -89,12 +91,12 @@ class MergedLists:
                 return items, more
             return fetch
 
-        streams = [listing.RegionStream(r, fetcher(r), page_size=min(limit + 1, self.settings.max_limit),
+        streams = [listing.RegionStream(r, fetcher(r), page_size=min(offset + limit + 1, self.settings.max_limit),
                                         marker=start[r], after=cursor.after if cursor else None, key=key,
                                         exact=cursor.stream_is_exact(r) if cursor else True)
                    for r in regions]
         await asyncio.gather(*(s.prime() for s in streams))
-        page, more = await listing.merge(streams, key, limit)
+        page, consumed = await listing.merge_page(streams, key, limit, offset)
         if client_error:
             return self.fwd.render(call, client_error[0], None)
         if down:
@@ -109,11 +111,11 @@ class MergedLists:
             for field in spec.az_fields:
                 if item.get(field) and az_of.get(region):
                     item[field] = az_of[region]
-            items.append(item if detail else {k: item[k] for k in ("id", "name", "links") if k in item})
+            items.append(item if detail else {k: item[k] for k in spec.summary_fields if k in item})
         doc: dict[str, Any] = {spec.list_key: items}
-        if more and page:
+        if listing.page_is_full(len(page), limit):
             last = page[-1][1]["id"]
-            self.cursors.put(scope, last, listing.next_cursor(page, start, key))
+            self.cursors.put(scope, last, listing.next_cursor(consumed, start, key))
             next_pairs = [(k, v) for k, v in query.items() if k != "marker"]
             if "limit" not in query:
                 next_pairs.append(("limit", str(limit)))
@@ -125,13 +127,7 @@ class MergedLists:
     def _limit(self, raw: str | None) -> int:
         if raw is None:
             return self.settings.max_limit
-        try:
-            limit = int(raw)
-        except ValueError:
-            raise Fault(400, f"limit must be an integer, not {raw!r}.") from None
-        if limit < 0:
-            raise Fault(400, "limit must be >= 0.")
-        return min(limit, self.settings.max_limit)
+        return min(_non_negative("limit", raw), self.settings.max_limit)
 
     async def _cursor_for(self, call: Call, spec: Routed, marker: str, key) -> listing.Cursor:
         """A marker this process did not hand out: read its sort values from its region."""
@@ -144,3 +140,16 @@ class MergedLists:
             raise Fault(400, f"marker [{marker}] not found")
         item = (reply.json() or {}).get(spec.singular) or {}
         return listing.Cursor({region: marker}, key(item), exact=False)
+
+
+def _non_negative(param: str, raw: str | None) -> int:
+    """A ``limit``/``offset`` query value (absent: 0); anything else is the client's 400."""
+    if raw is None:
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Fault(400, f"{param} must be an integer, not {raw!r}.") from None
+    if value < 0:
+        raise Fault(400, f"{param} must be >= 0.")
+    return value

@@ -58,7 +58,7 @@ def vg(sandbox):
 
 def test_volume_versions_and_catalog(vg):
     resp = requests.get(vg.url + "/volume/", timeout=30)
-    assert resp.status_code == 200 and resp.json()["versions"][0]["id"] == "v3.0"
+    assert resp.status_code == 300 and resp.json()["versions"][0]["id"] == "v3.0"  # Cinder's Multiple Choices
     assert requests.post(vg.url + "/volume/", timeout=30).status_code == 405
     ident = vg.conns["isthmus-admin"].identity
     types = {s.id: s.type for s in ident.services()}
@@ -216,3 +216,123 @@ def test_volume_limits_sum_usage_over_regions(vg):
     assert merged.json()["limits"]["absolute"]["totalVolumesUsed"] == direct >= len(made)
     for volume in made:
         vg.vcall("DELETE", f"/volumes/{volume['id']}")
+
+
+def region_volume_url(vg: Volumes, region: str) -> str:
+    ident = vg.conns["isthmus-admin"].identity
+    types = {s.id: s.type for s in ident.services()}
+    (url,) = [e.url for e in ident.endpoints(interface="public")
+              if types[e.service_id] == "volumev3" and e.region_id == region]
+    return url
+
+
+def test_version_documents_are_cinders_with_gateway_links(vg):
+    region = region_volume_url(vg, "RegionOne")  # .../v3
+    region_root = region.rsplit("/v3", 1)[0]
+    for path, status in (("/", 300), ("/v3/", 200)):
+        theirs = requests.get(region_root + path, headers={"X-Auth-Token": vg.token()}, timeout=30)
+        ours = requests.get(vg.url + "/volume" + path, headers={"X-Auth-Token": vg.token()}, timeout=30)
+        assert (theirs.status_code, ours.status_code) == (status, status)
+        (mine,), (cinder,) = ours.json()["versions"], theirs.json()["versions"]
+        assert mine["links"] == [*cinder["links"][:-1], {"rel": "self", "href": vg.volume + "/"}]
+        assert {k: v for k, v in mine.items() if k != "links"} == {k: v for k, v in cinder.items() if k != "links"}
+
+
+def test_an_empty_id_is_cinders_404(vg):
+    for collection in ("volumes", "snapshots"):
+        for method in ("GET", "PUT", "DELETE", "POST"):
+            resp = vg.vcall(method, f"/{collection}/", json={})
+            assert resp.status_code == 404, (method, collection, resp.status_code, resp.text[:200])
+
+
+def tagged_volumes(vg: Volumes, tag: str, sizes: dict[str, list[int]]) -> list[dict]:
+    """Volumes carrying metadata tag=<tag>, the given sizes per AZ, all available."""
+    made = [vg.create_volume(az, size=size, name=f"{tag}-{az}-{i}", metadata={"tag": tag})
+            for az, az_sizes in sizes.items() for i, size in enumerate(az_sizes)]
+    return [vg.wait_volume(v["id"]) for v in made]
+
+
+def by_tag(tag: str) -> str:
+    return "metadata=" + requests.utils.quote(json.dumps({"tag": tag}))
+
+
+def test_merged_volume_pages_link_the_next_when_full_and_honour_offset(vg):
+    tag = name()
+    volumes = tagged_volumes(vg, tag, {"az1": [1, 1], "az2": [1, 1]})
+    ordered = sorted(v["name"] for v in volumes)
+    for detail in ("", "/detail"):
+        url, pages, seen = f"{vg.volume}/volumes{detail}?{by_tag(tag)}&sort=name:asc&limit=2", 0, []
+        while url:
+            doc = vg.call("GET", url).json()
+            pages += 1
+            seen += [v["name"] for v in doc["volumes"]]
+            nxt = [link["href"] for link in doc.get("volumes_links", []) if link["rel"] == "next"]
+            if nxt:  # Cinder links a next page after every full page, so 4 by 2 is 3 pages
+                assert nxt[0].startswith(f"{vg.volume}/volumes{detail}?")
+            url = nxt[0] if nxt else None
+        assert (seen, pages) == (ordered, 3)
+    # offset counts in the merged order, over both regions
+    doc = vg.vcall("GET", f"/volumes?{by_tag(tag)}&sort=name:asc&offset=1&limit=2").json()
+    assert [v["name"] for v in doc["volumes"]] == ordered[1:3]
+    assert vg.vcall("GET", "/volumes?offset=-1").status_code == 400
+
+
+METADATA_FILTER = {"OpenStack-API-Version": "volume 3.22"}  # snapshot lists filter on metadata from 3.22
+
+
+def test_snapshot_brief_list_is_cinders_summary_view_merged(vg):
+    tag = name()
+    volumes = tagged_volumes(vg, tag, {"az1": [1], "az2": [1]})
+
+    def snapshots(query: str) -> dict:
+        return vg.vcall("GET", f"/snapshots?{by_tag(tag)}&{query}", headers=METADATA_FILTER).json()
+
+    made = []
+    for volume in volumes + volumes[:1]:
+        body = {"snapshot": {"volume_id": volume["id"], "name": f"{tag}-{len(made)}", "metadata": {"tag": tag}}}
+        resp = vg.vcall("POST", "/snapshots", json=body)
+        assert resp.status_code == 202, resp.text
+        made.append(resp.json()["snapshot"]["id"])
+    deadline = time.monotonic() + 120
+    while True:
+        listed = snapshots("sort=display_name:asc")["snapshots"]
+        if len(listed) == 3 and {s["status"] for s in listed} == {"available"}:
+            break
+        assert time.monotonic() < deadline, listed
+        time.sleep(1)
+    assert set(listed[0]) == {"id", "created_at", "updated_at", "name", "description", "volume_id", "status",
+                              "size", "metadata"}
+    assert [s["name"] for s in listed] == [f"{tag}-{i}" for i in range(3)]
+    for key, field in (("display_name", "name"), ("created_at", "created_at"), ("id", "id")):
+        for direction in ("asc", "desc"):
+            got = [s[field] for s in snapshots(f"sort_key={key}&sort_dir={direction}")["snapshots"]]
+            assert got == sorted(got, reverse=direction == "desc") and len(got) == 3
+    offset = snapshots("sort=display_name:asc&offset=2&limit=3")
+    assert [s["name"] for s in offset["snapshots"]] == [f"{tag}-2"] and "snapshots_links" not in offset
+    one = snapshots("sort=display_name:asc&limit=1")
+    assert [link["rel"] for link in one["snapshots_links"]] == ["next"]
+    assert one["snapshots_links"][0]["href"].startswith(vg.volume + "/snapshots?")
+    for snapshot_id in made:
+        vg.vcall("DELETE", f"/snapshots/{snapshot_id}")
+
+
+def test_volume_summary_adds_up_every_region(vg):
+    tag = name()
+    tagged_volumes(vg, tag, {"az1": [1], "az2": [2]})
+    regions = [region_volume_url(vg, r) for r in ("RegionOne", "RegionTwo")]
+
+    def summaries(version: str) -> tuple[list[dict], dict]:
+        hdrs = {"OpenStack-API-Version": f"volume {version}"}
+        theirs = [vg.call("GET", f"{url}/volumes/summary", headers=hdrs).json()["volume-summary"] for url in regions]
+        resp = vg.vcall("GET", "/volumes/summary", headers=hdrs)
+        assert resp.status_code == 200, resp.text
+        return theirs, resp.json()["volume-summary"]
+
+    theirs, ours = summaries("3.36")
+    assert ours["total_count"] == sum(s["total_count"] for s in theirs) >= 2
+    assert ours["total_size"] == sum(s["total_size"] for s in theirs) >= 3
+    assert tag in ours["metadata"]["tag"]
+    assert {k for s in theirs for k in s["metadata"]} == set(ours["metadata"])
+    theirs, ours = summaries("3.12")
+    assert "metadata" not in ours and ours["total_count"] == sum(s["total_count"] for s in theirs)
+    assert vg.vcall("GET", "/volumes/summary").status_code == 404  # before 3.12 it names no volume, as in Cinder

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 import pytest_asyncio
 
-from isthmus.gateway.catalog import Catalog, endpoints_from_catalog, version_range
+from isthmus.gateway.catalog import Catalog, endpoints_from_catalog, version_entry, version_range
 from isthmus.gateway.microversion import Range
 from tests.unit.gateway.fakes import FakeNova, start, stop
 
@@ -93,3 +93,9 @@ async def test_identical_creates_under_one_request_id_share_one_upstream_create(
     assert len(ids) == 1 and len(one.servers) == 1
     other = await client.post("/compute/v2.1/servers", headers=USER, json=body)  # no request id: a new create
     assert (await other.json())["server"]["id"] not in ids
+
+
+def test_version_entry_is_the_served_version_as_the_region_shows_it():
+    cinder = {"versions": [{"id": "v3.0", "version": "3.71", "min_version": "3.0", "updated": "2023-08-31T00:00:00Z"}]}
+    assert version_entry(cinder, "volume")["updated"] == "2023-08-31T00:00:00Z"
+    assert version_entry({"versions": [{"id": "v2.0", "version": ""}]}, "compute") is None
