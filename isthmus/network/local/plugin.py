@@ -494,7 +494,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     def update_port(self, context, id, port):
         before = super().get_port(context.elevated(), id)
         after = super().update_port(context, id, port)
-        if (self._central_owner(context.elevated(), after) and _binding_moved(before, after)
+        if (self._central_owner(context.elevated(), after) is not None and _binding_moved(before, after)
                 and after["network_id"] not in self._regional_only):
             self.reports.report(after["id"])  # from the background, retried until central has it
         return after

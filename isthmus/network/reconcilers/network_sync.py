@@ -113,6 +113,11 @@ def _remove_copy(neutron: NeutronClient, network_id: str) -> None:
     # left here are copies of deleted ports, including unbound ones Nova left
     # (device_owner ""), which would otherwise keep the network in use (409).
     for port in neutron.list("ports", network_id=network_id):
-        neutron.delete("ports", port["id"])
+        if port.get("device_owner") == plans.ROUTER_INTERFACE_OWNER and port.get("device_id"):
+            # A router half's interface (router_sync may not have run yet):
+            # Neutron deletes it only through the router.
+            neutron.action("routers", port["device_id"], "remove_router_interface", {"port_id": port["id"]})
+        else:
+            neutron.delete("ports", port["id"])
     if neutron.delete("networks", network_id):
         LOG.info("network %s deleted at central: copy removed", network_id)
