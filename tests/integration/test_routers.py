@@ -90,17 +90,25 @@ def _network(admin, made, cidr: str, *hints: str):
     return network, subnet
 
 
+def _router_over_two_regions(admin, made, cidr_a: str, cidr_b: str):
+    """A network hinted to each region, each with a bound port there, both
+    subnets on one central router: ((net_a, sub_a), (net_b, sub_b), router)."""
+    one, two = [r for r in admin if r != CENTRAL]
+    a, b = _network(admin, made, cidr_a, one), _network(admin, made, cidr_b, two)
+    made["ports"] += [(one, _server_port(admin, one, a[0].id, a[0].name)),
+                      (two, _server_port(admin, two, b[0].id, b[0].name))]
+    central = admin[CENTRAL].network
+    router = central.create_router(name=_name(), project_id=a[0].project_id)
+    made["routers"].append(router)
+    for _, subnet in (a, b):
+        central.add_interface_to_router(router.id, subnet=subnet.id)
+    return a, b, router
+
+
 def test_two_networks_in_two_regions_joined_by_one_router(sandbox, admin, l3_cleanup):
     one, two = sandbox.regions
-    net_a, sub_a = _network(admin, l3_cleanup, "10.81.1.0/24", one)
-    net_b, sub_b = _network(admin, l3_cleanup, "10.81.2.0/24", two)
-    l3_cleanup["ports"] += [(one, _server_port(admin, one, net_a.id, net_a.name)),
-                            (two, _server_port(admin, two, net_b.id, net_b.name))]
+    (net_a, sub_a), (net_b, sub_b), router = _router_over_two_regions(admin, l3_cleanup, "10.81.1.0/24", "10.81.2.0/24")
     central = admin[CENTRAL].network
-    router = central.create_router(name=_name(), project_id=net_a.project_id)
-    l3_cleanup["routers"].append(router)
-    central.add_interface_to_router(router.id, subnet=sub_a.id)
-    central.add_interface_to_router(router.id, subnet=sub_b.id)
 
     halves = {r: eventually(lambda r=r: _half(admin[r].network, router.id), what=f"half in {r}") for r in (one, two)}
     transit = eventually(lambda: _transit_networks(admin, router.id), what="transit network")[0]
@@ -203,15 +211,8 @@ def _sandbox(sandbox, *args: str):
 
 def test_a_region_down_during_router_changes_blocks_no_other(sandbox, admin, l3_cleanup):
     one, two = sandbox.regions
-    net_a, sub_a = _network(admin, l3_cleanup, "10.83.1.0/24", one)
-    net_b, sub_b = _network(admin, l3_cleanup, "10.83.2.0/24", two)
-    l3_cleanup["ports"] += [(one, _server_port(admin, one, net_a.id, net_a.name)),
-                            (two, _server_port(admin, two, net_b.id, net_b.name))]
+    (net_a, sub_a), (net_b, sub_b), router = _router_over_two_regions(admin, l3_cleanup, "10.83.1.0/24", "10.83.2.0/24")
     central = admin[CENTRAL].network
-    router = central.create_router(name=_name(), project_id=net_a.project_id)
-    l3_cleanup["routers"].append(router)
-    central.add_interface_to_router(router.id, subnet=sub_a.id)
-    central.add_interface_to_router(router.id, subnet=sub_b.id)
     halves = {r: eventually(lambda r=r: _half(admin[r].network, router.id), what=f"half in {r}") for r in (one, two)}
     eventually(lambda: len(_routes(admin[two].network, halves[two].id)) == 1, what=f"{two} routes")
     transit_one = next(iter(_routes(admin[two].network, halves[two].id)))[1]
