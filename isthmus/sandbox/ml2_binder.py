@@ -25,6 +25,7 @@ from neutron_lib.plugins import directory
 from neutron_lib.plugins.ml2 import api
 from oslo_config import cfg
 
+from isthmus.network.l3_status import set_floatingip_status
 from isthmus.sandbox.dataplane import wakeup
 
 LOG = logging.getLogger(__name__)
@@ -78,7 +79,17 @@ class SandboxBinderDriver(api.MechanismDriver):
             for event in (events.AFTER_CREATE, events.AFTER_UPDATE, events.AFTER_DELETE):
                 registry.subscribe(self._changed, resource, event)
 
-    create_port_postcommit = update_port_postcommit = delete_port_postcommit = _changed
+    create_port_postcommit = delete_port_postcommit = _changed
+
+    def update_port_postcommit(self, context: api.PortContext) -> None:
+        if context.current.get("device_owner") == constants.DEVICE_OWNER_FLOATINGIP:
+            # The dataplane agent binds a floating IP's port once it wired it
+            # (the L3 agent's status report in a real region).
+            wired = bool(context.host) and context.vif_type not in (portbindings.VIF_TYPE_UNBOUND,
+                                                                    portbindings.VIF_TYPE_BINDING_FAILED)
+            status = constants.FLOATINGIP_STATUS_ACTIVE if wired else constants.FLOATINGIP_STATUS_DOWN
+            set_floatingip_status(context.plugin_context.elevated(), context.current["device_id"], status)
+        self._changed()
     create_network_postcommit = update_network_postcommit = delete_network_postcommit = _changed
     create_subnet_postcommit = update_subnet_postcommit = delete_subnet_postcommit = _changed
 

@@ -307,6 +307,7 @@ def test_servers_on_two_subnets_in_two_regions_ping_through_one_router(sandbox, 
     assert "ttl=62" in trace.stdout, trace.stdout
 
 
+@pytest.mark.exclusive
 def test_a_floating_ip_answers_from_outside_and_a_server_reaches_outside(sandbox, layout, admin, routed):
     central, made = routed
     one, two = sandbox.regions[:2]
@@ -342,6 +343,13 @@ def test_a_floating_ip_answers_from_outside_and_a_server_reaches_outside(sandbox
     # router NATs it (to its floating IP). exec --outside takes the network's name too.
     wait_ping(sandbox, vm, outside, timeout=ROUTED_DEADLINE)
     assert outside_exec(sandbox, ext.name, "ping", "-c", "1", "-W", "1", ip_of(port)).returncode != 0
+    # Central's statuses tell the truth once the regions' L3 agents wired them (Tricircle's stayed DOWN).
+    eventually(lambda: central.network.get_ip(fip.id).status == "ACTIVE", timeout=60, interval=1,
+               what="the floating IP ACTIVE at central")
+    statuses = {"network:router_interface": "ACTIVE", "network:router_gateway": "ACTIVE"}
+    eventually(lambda: {p.device_owner: p.status for p in admin_central.ports(device_id=router.id)} == statuses,
+               timeout=60, interval=1, what=lambda: "the router's interface and gateway ports ACTIVE at central: "
+               f"{[(p.device_owner, p.status, p.binding_host_id) for p in admin_central.ports(device_id=router.id)]}")
 
     # Without the floating IP the server's address is hidden behind the gateway's (SNAT): still reachable outside,
     # and the floating address no longer answers.
@@ -350,3 +358,6 @@ def test_a_floating_ip_answers_from_outside_and_a_server_reaches_outside(sandbox
                                     fip.floating_ip_address).returncode != 0,
                timeout=120, interval=1, what="the disassociated floating IP to stop answering")
     wait_ping(sandbox, vm, outside, timeout=60)
+    assert central.network.get_ip(fip.id).status == "DOWN"
+    eventually(lambda: all(f.status == "DOWN" for f in admin[two].network.ips(
+        floating_ip_address=fip.floating_ip_address)), timeout=60, interval=1, what=f"the floating IP DOWN in {two}")

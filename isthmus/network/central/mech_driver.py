@@ -31,6 +31,7 @@ from isthmus.network import (
     jobtypes,
 )
 from isthmus.network.central.state import state
+from isthmus.network.l3_status import set_floatingip_status
 from isthmus.network.reconcilers import address_groups, plans
 from isthmus.network.reconcilers.port_sync import payload as port_sync_payload
 
@@ -147,6 +148,9 @@ class CentralMechanismDriver(api.MechanismDriver):
     # (it then needs shadows of all the others) and as the periodic backstop.
     def update_port_postcommit(self, context: api.PortContext) -> None:
         port, before = context.current, context.original or {}
+        if port.get("device_owner") == constants.DEVICE_OWNER_FLOATINGIP:
+            self._floatingip_status_reported(context.plugin_context.elevated(), port)
+            return
         if not _is_user_port(port):
             return
         moved = _is_compute(port) or _is_compute(before)
@@ -256,6 +260,20 @@ class CentralMechanismDriver(api.MechanismDriver):
         for fip in payload.states or ():
             if isinstance(fip, dict) and fip.get("router_id"):
                 self._sync_router(fip["router_id"], fip.get("project_id"), f"floating IP {event}")
+        latest = payload.latest_state
+        if (event == events.AFTER_UPDATE and isinstance(latest, dict) and not latest.get("port_id")
+                and latest.get("status") != constants.FLOATINGIP_STATUS_DOWN):
+            # Disassociated: nothing carries it any more (what an L3 agent reports).
+            set_floatingip_status(payload.context.elevated(), latest["id"], constants.FLOATINGIP_STATUS_DOWN)
+
+    @staticmethod
+    def _floatingip_status_reported(admin, port: dict) -> None:
+        """router_sync reports the status of the floating IP's counterpart in the
+        external network's region on the floating IP's own port."""
+        status = (binding_report(port) or {}).get("floatingip_status")
+        if status in (constants.FLOATINGIP_STATUS_ACTIVE, constants.FLOATINGIP_STATUS_DOWN,
+                      constants.FLOATINGIP_STATUS_ERROR) and port.get("device_id"):
+            set_floatingip_status(admin, port["device_id"], status)
 
     def _sync_routers_of(self, admin, port: dict, first_here: bool) -> None:
         """A port bound, moved or unbound: the routers of its floating IPs (the

@@ -33,13 +33,36 @@ _COPIED_ONCE = ("provider:network_type", "provider:physical_network", "provider:
                 "router:external")
 
 
-def _hint_list(value) -> list[str]:
+def hint_list(value) -> list[str]:
     """Hints as stored (a JSON string in the DB model) or as a list."""
     if not value:
         return []
     if isinstance(value, str):
         return az_validator.convert_az_string_to_list(value)
     return list(value)
+
+
+def validate_hints(availability_zones) -> None:
+    """Hints name Isthmus regions or AZs (the registry): a 404 naming the first unknown one."""
+    if not availability_zones:
+        return
+    try:
+        state().regions_for_hints(list(availability_zones))
+    except reg.UnknownAvailabilityZone as err:
+        raise az_exc.AvailabilityZoneNotFound(availability_zone=err.hint) from err
+
+
+def zones_of_hints(hints: list[str]) -> list[str]:
+    """The AZs of the regions an object with these hints may live in."""
+    try:
+        regions = state().regions_for_hints(hints)
+    except reg.UnknownAvailabilityZone:
+        return []
+    except Exception:  # noqa: BLE001 - a read must not fail over the registry
+        LOG.exception("isthmus: cannot resolve availability zones %s", hints)
+        return []
+    zones = {state().az_of_region(r) for r in regions}
+    return sorted(z for z in zones if z)
 
 
 class CentralPlugin(ml2_plugin.Ml2Plugin):
@@ -56,26 +79,12 @@ class CentralPlugin(ml2_plugin.Ml2Plugin):
 
     # Override: hints name Isthmus regions/AZs (the registry), not agent AZs.
     def validate_availability_zones(self, context, resource_type, availability_zones):
-        if not availability_zones:
-            return
-        try:
-            state().regions_for_hints(list(availability_zones))
-        except reg.UnknownAvailabilityZone as err:
-            raise az_exc.AvailabilityZoneNotFound(availability_zone=err.hint) from err
+        validate_hints(availability_zones)
 
     # Override: a network's zones are those of the regions it may live in.
     def get_network_availability_zones(self, network):
-        hints = _hint_list(network.get("availability_zone_hints") if isinstance(network, dict)
-                           else getattr(network, "availability_zone_hints", None))
-        try:
-            regions = state().regions_for_hints(hints)
-        except reg.UnknownAvailabilityZone:
-            return []
-        except Exception:  # noqa: BLE001 - a read must not fail over the registry
-            LOG.exception("isthmus: cannot resolve availability zones %s", hints)
-            return []
-        zones = {state().az_of_region(r) for r in regions}
-        return sorted(z for z in zones if z)
+        return zones_of_hints(hint_list(network.get("availability_zone_hints") if isinstance(network, dict)
+                                         else getattr(network, "availability_zone_hints", None)))
 
     # Override: every region's copy is built from the network's segment and
     # external flag; changing them at central would strand the copies (ML2

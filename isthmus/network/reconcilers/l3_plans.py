@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from isthmus.network import PROFILE_KEY, port_report
+
 DEFAULT_ROUTE = {4: "0.0.0.0/0", 6: "::/0"}
 # The description of every regional object router_sync makes: how it finds them
 # again after a crash before the routing was written (never by name alone).
@@ -99,13 +101,16 @@ class RouterView:
     attached: tuple[Attached, ...]
     gateway: Gateway | None = None
     routes: tuple[Route, ...] = ()
+    regions: frozenset[str] | None = None  # its AZ hints' regions; None: no hints, any region
 
 
 def halves(view: RouterView) -> list[str]:
-    """The regions that get a half, sorted."""
+    """The regions that get a half, sorted: never outside the router's hints."""
     regions = set().union(*(a.regions for a in view.attached)) if view.attached else set()
     if view.gateway is not None:
         regions.add(view.gateway.region)
+    if view.regions is not None:
+        regions &= view.regions
     return sorted(regions)
 
 
@@ -232,6 +237,7 @@ class FloatingIp:
     network_id: str  # the external network
     port_id: str
     fixed_ip: str
+    status: str = "DOWN"  # central's, which router_sync keeps true
 
 
 @dataclass
@@ -264,3 +270,45 @@ def plan_fips(central: Iterable[FloatingIp], regional: Iterable[Mapping[str, Any
             plan.move.append((fip["id"], target))
     plan.create = [f for a, f in sorted(want.items()) if a not in seen]
     return plan
+
+
+# ------------------------------------------------------------- status at central
+# Central runs no L3 agent: its router ports and floating IPs would stay DOWN
+# forever (Tricircle's). Their status follows what the regions show instead.
+ACTIVE, DOWN = "ACTIVE", "DOWN"
+
+
+def router_port_binding(central_port: Mapping[str, Any],
+                        counterparts: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """The binding to write on one of central's router ports (an interface or
+    the gateway) so its status tells the truth, None when it already does.
+
+    ``counterparts``: each region that must carry the port -> its half's port
+    there (None: not there yet). Once every one is ACTIVE, central's port is
+    bound as the first region's (central's driver then binds it ACTIVE);
+    otherwise it is unbound (DOWN)."""
+    ready = bool(counterparts) and all(p is not None and p.get("status") == ACTIVE for p in counterparts.values())
+    if ready:
+        region = min(counterparts)
+        report = port_report(region, counterparts[region] or {}, None)
+        want = {k: report[k] for k in ("binding:host_id", "binding:profile")}
+    else:
+        want = {"binding:host_id": "", "binding:profile": {}}
+    if all((central_port.get(k) or type(v)()) == v for k, v in want.items()):
+        return None
+    return want
+
+
+def floatingip_status(fip: FloatingIp, regional: Iterable[Mapping[str, Any]]) -> str:
+    """The status central's floating IP must show: that of its counterpart in
+    the external network's region once it points at the same port, else DOWN."""
+    for other in regional:
+        if other.get("floating_ip_address") == fip.address and other.get("port_id") == fip.port_id:
+            return other.get("status") or DOWN
+    return DOWN
+
+
+def floatingip_report(region: str, status: str) -> dict[str, Any]:
+    """What router_sync writes on central's floating IP port: central's driver
+    sets the floating IP's status from it (an API user cannot set a status)."""
+    return {"binding:profile": {PROFILE_KEY: {"region": region, "floatingip_status": status}}}

@@ -113,10 +113,15 @@ def _remove_copy(neutron: NeutronClient, network_id: str) -> None:
     # left here are copies of deleted ports, including unbound ones Nova left
     # (device_owner ""), which would otherwise keep the network in use (409).
     for port in neutron.list("ports", network_id=network_id):
-        if port.get("device_owner") == plans.ROUTER_INTERFACE_OWNER and port.get("device_id"):
-            # A router half's interface (router_sync may not have run yet):
-            # Neutron deletes it only through the router.
+        owner = port.get("device_owner")
+        # Router halves' ports and floating IPs (router_sync may not have run
+        # yet): Neutron removes them only through their router or floating IP.
+        if owner == plans.ROUTER_INTERFACE_OWNER and port.get("device_id"):
             neutron.action("routers", port["device_id"], "remove_router_interface", {"port_id": port["id"]})
+        elif owner == "network:router_gateway" and port.get("device_id"):
+            neutron.update("routers", port["device_id"], {"external_gateway_info": {}})
+        elif owner == "network:floatingip" and port.get("device_id"):
+            neutron.delete("floatingips", port["device_id"])
         else:
             neutron.delete("ports", port["id"])
     if neutron.delete("networks", network_id):

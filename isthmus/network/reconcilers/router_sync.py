@@ -30,6 +30,10 @@ from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
 INTERFACE_OWNER = "network:router_interface"
+GATEWAY_OWNER = "network:router_gateway"
+FLOATINGIP_OWNER = "network:floatingip"
+STATUS_WAIT_ATTEMPTS = 10
+STATUS_WAIT_DELAY = 2.0
 
 
 def sync_router(services: Services, ctx: JobContext) -> None:
@@ -37,7 +41,7 @@ def sync_router(services: Services, ctx: JobContext) -> None:
     try:
         router = services.central.get("routers", router_id)
         if router is not None:
-            view, fips = _read_central(services, router)
+            view, fips, central_ports = _read_central(services, router)
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
     regions = [p.region_name for p in services.registry.regional_pods()]
@@ -61,6 +65,10 @@ def sync_router(services: Services, ctx: JobContext) -> None:
                 transit[region] = {_version(ip["ip_address"]): ip["ip_address"] for ip in port["fixed_ips"]}
         except Unavailable as err:
             raise RetryLater(f"central: {err}") from err
+    # What each reachable region shows once converged: its half's ports and
+    # (external network's region) floating IPs; central's statuses follow them.
+    half_ports: dict[str, list[dict]] = {}
+    regional_fips: list[dict] = []
 
     def sync_region(region: str) -> None:
         if region not in wanted:
@@ -75,17 +83,28 @@ def sync_router(services: Services, ctx: JobContext) -> None:
         if region not in transit_ports and transit_network:
             _detach_transit(neutron, half, transit_network)  # the other halves are gone
         if view.gateway is not None and view.gateway.region == region:
-            _converge_fips(services, neutron, region, view, fips)
+            regional_fips.extend(_converge_fips(services, neutron, region, view, fips))
+        half_ports[region] = neutron.list("ports", device_id=half)
 
-    in_every_region(regions, sync_region, f"router {router_id}")
+    try:
+        in_every_region(regions, sync_region, f"router {router_id}")
+    finally:
+        waiting = _report_status(services, view, fips, central_ports, half_ports, regional_fips)
     if len(wanted) <= 1:
         _remove_transit(services, router_id)
+    if waiting and ctx.attempt < STATUS_WAIT_ATTEMPTS:
+        # The regions' L3 agents take a moment to wire what was just made; the
+        # periodic resync catches a slower one.
+        raise RetryLater(f"waiting for {', '.join(waiting)} to become ACTIVE", delay=STATUS_WAIT_DELAY)
 
 
 # ----------------------------------------------------------------- central reads
-def _read_central(services: Services, router: dict) -> tuple[l3_plans.RouterView, list[l3_plans.FloatingIp]]:
+def _read_central(services: Services, router: dict
+                  ) -> tuple[l3_plans.RouterView, list[l3_plans.FloatingIp], list[dict]]:
+    """The router as central has it, its floating IPs, and its ports (interfaces and gateway)."""
     central = services.central
-    interfaces = central.list("ports", device_id=router["id"], device_owner=INTERFACE_OWNER)
+    ports = central.list("ports", device_id=router["id"])
+    interfaces = [p for p in ports if p.get("device_owner") == INTERFACE_OWNER]
     subnet_ids = sorted({ip["subnet_id"] for p in interfaces for ip in p.get("fixed_ips") or []})
     subnets = central.list("subnets", id=subnet_ids) if subnet_ids else []
     gateway = _gateway(services, router)
@@ -94,9 +113,11 @@ def _read_central(services: Services, router: dict) -> tuple[l3_plans.RouterView
         l3_plans.Attached(s["id"], s["network_id"], s["cidr"], frozenset(services.routed_regions(s["network_id"])))
         for s in sorted(subnets, key=lambda s: s["id"]))
     routes = tuple(l3_plans.Route(r["destination"], r["nexthop"]) for r in router.get("routes") or [])
+    hints = router.get("availability_zone_hints") or []
     view = l3_plans.RouterView(router["id"], router["project_id"], router.get("name") or "",
-                               bool(router.get("admin_state_up", True)), attached, gateway, routes)
-    return view, fips
+                               bool(router.get("admin_state_up", True)), attached, gateway, routes,
+                               frozenset(services.registry.regions_for_hints(hints)) if hints else None)
+    return view, fips, ports
 
 
 def _gateway(services: Services, router: dict) -> l3_plans.Gateway | None:
@@ -138,7 +159,8 @@ def _floating_ips(services: Services, router: dict, gateway: l3_plans.Gateway | 
             services.registry.ensure_routing(port["network_id"], port["network_id"], pod.pod_id,
                                              port["project_id"], "network")
         out.append(l3_plans.FloatingIp(fip["id"], fip["project_id"], fip["floating_ip_address"],
-                                       fip["floating_network_id"], port["id"], fip["fixed_ip_address"]))
+                                       fip["floating_network_id"], port["id"], fip["fixed_ip_address"],
+                                       fip.get("status") or l3_plans.DOWN))
     return out
 
 
@@ -345,6 +367,7 @@ def _remove_half(services: Services, router_id: str, region: str) -> None:
         for fip in neutron.list("floatingips", router_id=half["id"]):
             if l3_plans.tagged_fip(fip):
                 neutron.delete("floatingips", fip["id"])
+        _remove_idle_fips(services, neutron, half["project_id"])
         if half.get("routes"):
             neutron.update("routers", half["id"], {"routes": []})
         if half.get("external_gateway_info"):
@@ -361,14 +384,36 @@ def _remove_half(services: Services, router_id: str, region: str) -> None:
 
 
 # ------------------------------------------------------------------ floating IPs
+def _remove_idle_fips(services: Services, neutron: NeutronClient, project_id: str) -> None:
+    """Floating IPs Isthmus made that carry nothing any more: Neutron unhooks a
+    floating IP from its router when its port (a shadow) goes, so a half's own
+    list no longer shows it. Each goes once central has its floating IP no more
+    or no longer on a port (central read, not guessed)."""
+    idle = [f for f in neutron.list("floatingips", project_id=project_id)
+            if l3_plans.tagged_fip(f) and not f.get("port_id")]
+    for fip in idle:
+        central = services.central.get("floatingips", l3_plans.tagged_fip(fip))
+        if central is None or not central.get("port_id"):
+            LOG.info("floating IP %s (%s): idle and central's is gone or free; deleting", fip["id"],
+                     fip.get("floating_ip_address"))
+            neutron.delete("floatingips", fip["id"])
+
+
 def _converge_fips(services: Services, neutron: NeutronClient, region: str, view: l3_plans.RouterView,
-                   fips: list[l3_plans.FloatingIp]) -> None:
+                   fips: list[l3_plans.FloatingIp]) -> list[dict]:
     """In the external network's region: one floating IP per central one, on
-    the port (its copy, or its shadow when the server is in another region)."""
+    the port (its copy, or its shadow when the server is in another region).
+    Returns the region's floating IPs of the router as they are afterwards."""
     addresses = {f.address for f in fips}
-    regional = [f for f in neutron.list("floatingips", floating_network_id=view.gateway.network_id)
+
+    def ours() -> list[dict]:
+        return [f for f in neutron.list("floatingips", floating_network_id=view.gateway.network_id)
                 if l3_plans.tagged_fip(f) or f.get("floating_ip_address") in addresses]
+
+    regional = ours()
     plan = l3_plans.plan_fips(fips, regional)
+    if not (plan.delete or plan.move or plan.create):
+        return regional
     for fip_id in plan.delete:
         LOG.info("floating IP %s in %s: central's left the router; deleting", fip_id, region)
         neutron.delete("floatingips", fip_id)
@@ -383,6 +428,7 @@ def _converge_fips(services: Services, neutron: NeutronClient, region: str, view
             "floating_network_id": fip.network_id, "floating_ip_address": fip.address, "port_id": fip.port_id,
             "fixed_ip_address": fip.fixed_ip, "project_id": fip.project_id,
             "description": l3_plans.fip_description(fip.fip_id)})
+    return ours()
 
 
 def _ensure_port_here(services: Services, neutron: NeutronClient, region: str, port_id: str) -> None:
@@ -404,3 +450,64 @@ def _ensure_port_here(services: Services, neutron: NeutronClient, region: str, p
     except Rejected as err:
         if err.status != 409:
             raise
+
+
+# ------------------------------------------------------------- status at central
+def _report_status(services: Services, view: l3_plans.RouterView, fips: list[l3_plans.FloatingIp],
+                   central_ports: list[dict], half_ports: dict[str, list[dict]],
+                   regional_fips: list[dict]) -> list[str]:
+    """Make the status of central's router ports and floating IPs tell what the
+    regions show. A region not read this pass (unreachable) changes nothing it
+    takes part in. Returns what is not ACTIVE in the regions yet."""
+    waiting: list[str] = []
+    try:
+        for port in central_ports:
+            counterparts = _counterparts(view, port, half_ports)
+            if counterparts is None:
+                continue
+            waiting += [f"port {port['id']} in {r}" for r, p in sorted(counterparts.items())
+                        if p is None or p.get("status") != l3_plans.ACTIVE]
+            binding = l3_plans.router_port_binding(port, counterparts)
+            if binding is not None:
+                LOG.info("router %s: central port %s %s", view.router_id, port["id"],
+                         "bound" if binding["binding:host_id"] else "unbound")
+                services.central.update("ports", port["id"], binding)
+        if view.gateway is not None and view.gateway.region in half_ports:
+            waiting += _report_fip_status(services, view.gateway.region, fips, regional_fips)
+    except (Unavailable, Rejected) as err:
+        LOG.warning("router %s: status not reported to central: %s", view.router_id, err)
+    return waiting
+
+
+def _counterparts(view: l3_plans.RouterView, port: dict,
+                  half_ports: dict[str, list[dict]]) -> dict[str, dict | None] | None:
+    """Each region's port that central's router ``port`` stands for (None: not
+    made there yet); None when a region it needs was not read this pass."""
+    owner = port.get("device_owner")
+    if owner == GATEWAY_OWNER and view.gateway is not None:
+        needed = {view.gateway.region: lambda p: p.get("device_owner") == GATEWAY_OWNER}
+    elif owner == INTERFACE_OWNER:
+        subnets = {ip["subnet_id"] for ip in port.get("fixed_ips") or []}
+        regions = set().union(*(a.regions for a in view.attached if a.subnet_id in subnets))
+        needed = {region: lambda p: p.get("device_owner") == INTERFACE_OWNER and bool(
+            subnets & {ip["subnet_id"] for ip in p.get("fixed_ips") or []}) for region in regions}
+    else:
+        return None
+    if not needed.keys() <= half_ports.keys():
+        return None
+    return {region: next((p for p in half_ports[region] if matches(p)), None) for region, matches in needed.items()}
+
+
+def _report_fip_status(services: Services, region: str, fips: list[l3_plans.FloatingIp],
+                       regional: list[dict]) -> list[str]:
+    """Central's floating IPs take their regional counterparts' status, through
+    a report on their own port (central's driver sets the status)."""
+    changed = {f.fip_id: status for f in fips
+               if (status := l3_plans.floatingip_status(f, regional)) != f.status}
+    waiting = [f"floating IP {f.address}" for f in fips if l3_plans.floatingip_status(f, regional) != l3_plans.ACTIVE]
+    if changed:
+        for port in services.central.list("ports", device_owner=FLOATINGIP_OWNER, device_id=sorted(changed)):
+            status = changed[port["device_id"]]
+            LOG.info("floating IP %s at central: %s (as in %s)", port["device_id"], status, region)
+            services.central.update("ports", port["id"], l3_plans.floatingip_report(region, status))
+    return waiting

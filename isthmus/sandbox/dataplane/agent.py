@@ -15,7 +15,7 @@ import json
 import logging
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from isthmus.clients.neutron import NeutronClient, Rejected, Unavailable
@@ -78,6 +78,7 @@ class Reading:
 
     wiring: wiring.HostWiring
     unbound_router_ports: list[str]  # for this host to bind, as an L3 agent does
+    floatingip_bindings: list[routers.FloatingIpBinding] = field(default_factory=list)
 
 
 def read_wiring(neutron: NeutronClient, config: AgentConfig) -> Reading:
@@ -105,7 +106,9 @@ def read_wiring(neutron: NeutronClient, config: AgentConfig) -> Reading:
         extra_networks=router_nets | set(outside_nets))
     host = replace(host, routers=routers.plan_routers(router_rows, router_ports, floatingips, networks, subnets),
                    outsides=routers.plan_outsides(outside_nets, networks, subnets))
-    return Reading(host, routers.ports_to_bind(router_ports))
+    fip_ports = neutron.list("ports", device_owner=routers.FLOATINGIP_OWNER, fields=PORT_FIELDS)
+    return Reading(host, routers.ports_to_bind(router_ports),
+                   routers.floatingip_bindings(floatingips, fip_ports, config.host))
 
 
 class Agent:
@@ -149,7 +152,20 @@ class Agent:
             self._apply(reading.wiring, full_check=self.passes % FULL_CHECK_EVERY == 1)
         except kernel.KernelError as err:  # reading the kernel failed: try again next pass
             LOG.warning("%s", err)
+        self._bind_floatingips(reading.floatingip_bindings)
         return True
+
+    def _bind_floatingips(self, bindings: list[routers.FloatingIpBinding]) -> None:
+        """A floating IP is wired once its router's NAT is loaded: bind its port
+        here then (as the L3 agent reports it ACTIVE), unbind it once it is not."""
+        for item in bindings:
+            if item.bind and item.router_id not in self.applied_routers:
+                continue  # not wired yet: a later pass binds it
+            try:
+                self.neutron.update("ports", item.port_id, {"binding:host_id": self.config.host if item.bind else ""})
+                LOG.info("floating IP port %s %s", item.port_id, "bound" if item.bind else "unbound")
+            except (Unavailable, Rejected) as err:
+                LOG.warning("floating IP port %s not %s: %s", item.port_id, "bound" if item.bind else "unbound", err)
 
     def _bind(self, port_ids: list[str]) -> None:
         """Bind router ports to this host, as the L3 agent hosting the router

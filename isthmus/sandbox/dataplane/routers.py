@@ -21,6 +21,7 @@ from isthmus.sandbox.dataplane.wiring import network_mtu
 INTERFACE_OWNER = "network:router_interface"
 GATEWAY_OWNER = "network:router_gateway"
 ROUTER_OWNERS = (INTERFACE_OWNER, GATEWAY_OWNER)
+FLOATINGIP_OWNER = "network:floatingip"
 DEFAULT_ROUTE = {4: "0.0.0.0/0", 6: "::/0"}
 
 
@@ -76,6 +77,32 @@ def ports_to_bind(ports: Iterable[dict]) -> list[str]:
     """Router ports nobody has bound yet: the L3 agent binds them to its host
     (then ML2 wires them, and a transit port gets reported to central)."""
     return sorted(p["id"] for p in ports if p.get("device_owner") in ROUTER_OWNERS and not p.get("binding:host_id"))
+
+
+@dataclass(frozen=True)
+class FloatingIpBinding:
+    """A floating IP's own port, to bind to this host once its router carries
+    it (the sandbox binder then shows the floating IP ACTIVE) or to unbind."""
+
+    port_id: str
+    router_id: str | None  # None: to unbind
+    bind: bool
+
+
+def floatingip_bindings(floatingips: Iterable[dict], fip_ports: Iterable[dict], host: str) -> list[FloatingIpBinding]:
+    """The floating IP ports whose binding differs from what their floating IP
+    says: bound here when associated with a port, unbound when not."""
+    by_id = {f["id"]: f for f in floatingips}
+    out = []
+    for port in sorted(fip_ports, key=lambda p: p["id"]):
+        fip = by_id.get(port.get("device_id") or "")
+        associated = fip is not None and bool(fip.get("port_id")) and bool(fip.get("router_id"))
+        bound = port.get("binding:host_id") or ""
+        if associated and bound != host:
+            out.append(FloatingIpBinding(port["id"], fip["router_id"], True))
+        elif not associated and bound:
+            out.append(FloatingIpBinding(port["id"], None, False))
+    return out
 
 
 def external_networks(networks: Iterable[dict], subnets: Iterable[dict]) -> list[str]:

@@ -137,3 +137,46 @@ def test_floating_ips_are_created_moved_adopted_and_removed():
     assert l3.plan_fips([], [tagged]).delete == ["rf"]
     assert l3.plan_fips([], [foreign]).delete == []  # not ours: never deleted
     assert l3.tagged_fip(tagged) == "f1" and l3.tagged_fip(foreign) is None
+
+
+# ------------------------------------------------------------- status at central
+def _regional_port(status: str, host: str = "compute-RegionOne") -> dict:
+    return {"status": status, "binding:host_id": host, "binding:vif_type": "ovs",
+            "binding:vif_details": {"port_filter": True}, "binding:vnic_type": "normal"}
+
+
+def test_a_router_port_is_bound_at_central_once_every_region_shows_its_counterpart_active():
+    unbound = {"binding:host_id": "", "binding:profile": {}}
+    both = {"RegionOne": _regional_port("ACTIVE"), "RegionTwo": _regional_port("ACTIVE", "compute-RegionTwo")}
+    binding = l3.router_port_binding(unbound, both)
+    assert binding["binding:host_id"] == "compute-RegionOne"
+    assert binding["binding:profile"]["isthmus"]["region"] == "RegionOne"
+    assert binding["binding:profile"]["isthmus"]["vif_type"] == "ovs"
+    assert l3.router_port_binding({**unbound, **binding}, both) is None  # already so: no write
+
+
+def test_a_router_port_is_unbound_while_any_region_lacks_it_or_has_it_down():
+    bound = {"binding:host_id": "compute-RegionOne", "binding:profile": {"isthmus": {"region": "RegionOne"}}}
+    unbind = {"binding:host_id": "", "binding:profile": {}}
+    assert l3.router_port_binding(bound, {"RegionOne": _regional_port("ACTIVE"), "RegionTwo": None}) == unbind
+    assert l3.router_port_binding(bound, {"RegionOne": _regional_port("DOWN")}) == unbind
+    assert l3.router_port_binding(bound, {}) == unbind  # its network lives in no region yet
+    assert l3.router_port_binding({"binding:host_id": None, "binding:profile": None}, {}) is None
+
+
+def test_a_floating_ip_takes_its_counterparts_status_once_on_the_same_port():
+    fip = l3.FloatingIp("f1", "p", "172.24.4.10", "ext", "port-1", "10.0.0.5")
+    here = {"floating_ip_address": "172.24.4.10", "port_id": "port-1", "status": "ACTIVE"}
+    assert l3.floatingip_status(fip, [here]) == "ACTIVE"
+    assert l3.floatingip_status(fip, [{**here, "status": "DOWN"}]) == "DOWN"
+    assert l3.floatingip_status(fip, [{**here, "port_id": "port-2"}]) == "DOWN"  # not moved yet
+    assert l3.floatingip_status(fip, []) == "DOWN"
+    assert l3.floatingip_report("RegionTwo", "ACTIVE") == {
+        "binding:profile": {"isthmus": {"region": "RegionTwo", "floatingip_status": "ACTIVE"}}}
+
+
+def test_a_router_with_hints_gets_halves_only_in_their_regions():
+    a = Attached("s1", "n1", "10.0.1.0/24", frozenset({"RegionOne", "RegionTwo"}))
+    view = RouterView("r", "p", "r", True, (a,), regions=frozenset({"RegionOne"}))
+    assert l3.halves(view) == ["RegionOne"]
+    assert l3.halves(RouterView("r", "p", "r", True, (a,))) == ["RegionOne", "RegionTwo"]

@@ -65,6 +65,8 @@ class RouterNeutron(FakeNeutron):
         self.calls.append((collection, filters))
         if collection == "routers":
             return [{"id": "r1", "routes": [], "external_gateway_info": None}]
+        if collection == "ports" and filters.get("device_owner") == "network:floatingip":
+            return []
         if collection == "ports" and "device_owner" in filters:
             return [self.ROUTER_PORT, PORT]  # PORT is no router's: ignored
         if collection == "ports" and "binding:host_id" in filters:

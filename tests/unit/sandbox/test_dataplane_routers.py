@@ -134,3 +134,15 @@ def test_interfaces_are_read_with_the_alias_ip_link_gives(monkeypatch):
     monkeypatch.setattr(kernel, "run_json", lambda argv: answers[argv[4]])
     assert kernel.read_server("ns") == [
         ServerInterface("qr-port-qr-000", "port-qr-000001", "fa:16:3e:00:00:01", 1450, ("10.9.0.1/24",))]
+
+
+def test_floating_ip_ports_are_bound_here_while_associated_and_unbound_after():
+    fips = [{"id": "f1", "port_id": "p1", "router_id": "r1"}, {"id": "f2", "port_id": None, "router_id": None},
+            {"id": "f3", "port_id": "p3", "router_id": "r1"}]
+    ports = [{"id": "fp1", "device_id": "f1", "binding:host_id": ""},
+             {"id": "fp2", "device_id": "f2", "binding:host_id": "host-a"},
+             {"id": "fp3", "device_id": "f3", "binding:host_id": "host-a"},
+             {"id": "fp4", "device_id": "gone", "binding:host_id": "host-a"}]
+    assert routers.floatingip_bindings(fips, ports, "host-a") == [
+        routers.FloatingIpBinding("fp1", "r1", True), routers.FloatingIpBinding("fp2", None, False),
+        routers.FloatingIpBinding("fp4", None, False)]
