@@ -121,6 +121,12 @@ class RegionBreaker:
         if left > 0:
             raise RegionError(region, f"not asked for {left:.0f}s more after a timeout ({reason})")
 
+    def is_open(self, region: str) -> bool:
+        """Whether ``region``'s calls fail at once now (the metrics' breaker state)."""
+        with self._lock:
+            until, _ = self._open.get(region, (0.0, ""))
+        return until > self.clock()
+
     def trip(self, region: str, reason: str) -> None:
         if self.cooldown <= 0:
             return
@@ -129,42 +135,63 @@ class RegionBreaker:
         LOG.warning("region %s timed out (%s): its calls fail at once for %.0fs", region, reason, self.cooldown)
 
 
+# Told of every OpenStack call: (region, result, seconds); results as in isthmus.ccm.health.
+Observe = Callable[[str, str, float], None]
+
+
+def _no_observe(region: str, result: str, seconds: float) -> None:
+    pass
+
+
 @contextmanager
-def _region_errors(region: str, what: str, breaker: RegionBreaker | None = None) -> Iterator[None]:
+def _region_errors(region: str, what: str, breaker: RegionBreaker | None = None,
+                   observe: Observe = _no_observe) -> Iterator[None]:
     """Turn any SDK / keystoneauth failure into a RegionError for ``region``.
 
-    A timeout also trips ``breaker`` for the region.
+    A timeout also trips ``breaker`` for the region. ``observe`` hears how
+    the call ended (ok: any answer, a 404 included).
     """
     from keystoneauth1 import exceptions as ksa_exc
     from openstack import exceptions as sdk_exc
 
     if breaker is not None:
-        breaker.check(region)
+        try:
+            breaker.check(region)
+        except RegionError:
+            observe(region, "paused", 0.0)
+            raise
+    started = time.monotonic()
+    result = "error"
     try:
         yield
+        result = "ok"
     except RegionError:
         raise
     except ksa_exc.ConnectTimeout as exc:  # keystoneauth's name for connect *and* read timeouts
+        result = "timeout"
         if breaker is not None:
             breaker.trip(region, f"{what} timed out")
         raise RegionError(region, f"{what}: {_one_line(exc)}") from exc
     except (sdk_exc.SDKException, ksa_exc.ClientException) as exc:
         raise RegionError(region, f"{what}: {_one_line(exc)}") from exc
+    finally:
+        observe(region, result, time.monotonic() - started)
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _get_or_none(region: str, what: str, fetch: Callable[[], Any], breaker: RegionBreaker | None = None) -> Any | None:
+def _get_or_none(region: str, what: str, fetch: Callable[[], Any], breaker: RegionBreaker | None = None,
+                 observe: Observe = _no_observe) -> Any | None:
     """``fetch()``, with 404 as ``None`` and other failures as RegionError."""
     from openstack import exceptions as sdk_exc
 
-    with _region_errors(region, what, breaker):
+    with _region_errors(region, what, breaker, observe):
         try:
             return fetch()
         except sdk_exc.NotFoundException:
-            return None
+            return None  # an answer: counted as ok
 
 
 # Go's regexp.QuoteMeta set: Nova treats the name filter as a regex.
@@ -217,20 +244,25 @@ def to_port(raw: Any) -> Port:
 class OpenStackRegionClient:
     """:class:`~isthmus.ccm.instances.RegionClient` over an openstacksdk Connection."""
 
-    def __init__(self, region: str, connection: Any, breaker: RegionBreaker | None = None) -> None:
+    def __init__(self, region: str, connection: Any, breaker: RegionBreaker | None = None,
+                 observe: Observe = _no_observe) -> None:
         self.region = region
         self._conn = connection
         self._breaker = breaker
+        self._observe = observe
 
     def _get(self, what: str, fetch: Callable[[], Any]) -> Any | None:
-        return _get_or_none(self.region, what, fetch, self._breaker)
+        return _get_or_none(self.region, what, fetch, self._breaker, self._observe)
+
+    def _errors(self, what: str) -> Any:
+        return _region_errors(self.region, what, self._breaker, self._observe)
 
     def get_server(self, server_id: str) -> Server | None:
         raw = self._get(f"GET server {server_id}", lambda: self._conn.compute.get_server(server_id))
         return None if raw is None else to_server(raw)
 
     def find_servers(self, name: str) -> list[Server]:
-        with _region_errors(self.region, f"list servers named {name!r}", self._breaker):
+        with self._errors(f"list servers named {name!r}"):
             found = [to_server(s) for s in self._conn.compute.servers(details=True, name=exact_name_filter(name))]
         # Nova's regex match may differ from ours (collation, engine): keep exact names only.
         return [s for s in found if s.name == name]
@@ -239,8 +271,14 @@ class OpenStackRegionClient:
         raw = self._get(f"GET flavor {flavor_id}", lambda: self._conn.compute.get_flavor(flavor_id))
         return None if raw is None else Flavor(id=raw.id, name=raw.name or "")
 
+    def find_flavor(self, name: str) -> Flavor | None:
+        # Nova's flavor list has no name filter: every page, matched here.
+        with self._errors(f"list flavors for {name!r}"):
+            found = [f for f in self._conn.compute.flavors(details=False, is_public=None) if f.name == name]
+        return Flavor(id=found[0].id, name=found[0].name) if len(found) == 1 else None
+
     def list_ports(self, device_id: str) -> list[Port]:
-        with _region_errors(self.region, f"list ports of {device_id}", self._breaker):
+        with self._errors(f"list ports of {device_id}"):
             return [to_port(p) for p in self._conn.network.ports(device_id=device_id)]
 
     def get_port(self, port_id: str) -> Port | None:
@@ -268,8 +306,10 @@ class OpenStackClients:
         interface: str = "public",
         connect: Callable[[Any, str, str], Any] = _sdk_connection,
         breaker: RegionBreaker | None = None,
+        observe: Observe = _no_observe,
     ) -> None:
         self.session = session
+        self.observe = observe
         self.breaker = breaker if breaker is not None else RegionBreaker()
         self.regions = regions
         self.interface = interface
@@ -290,7 +330,8 @@ class OpenStackClients:
         if region not in self.regions:
             raise RegionError(region, "not a configured region")
         self._check_catalog(region)
-        created = OpenStackRegionClient(region, self._connect(self.session, region, self.interface), self.breaker)
+        created = OpenStackRegionClient(region, self._connect(self.session, region, self.interface), self.breaker,
+                                       lambda *a: self.observe(*a))  # late-bound: metrics may come later
         with self._lock:
             return self._clients.setdefault(region, created)
 

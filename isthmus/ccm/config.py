@@ -33,6 +33,7 @@ from typing import Any
 
 from isthmus.ccm import gcfg
 from isthmus.ccm.errors import CCMError
+from isthmus.ccm.loadbalancer.options import LoadBalancerConfig, set_option
 
 LOG = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class CloudConfig:
     metadata: MetadataOptions
     regions: tuple[str, ...]  # the search order; regions[0] is the default region
     warnings: tuple[str, ...] = ()
+    load_balancer: LoadBalancerConfig = field(default_factory=LoadBalancerConfig)
 
     @property
     def default_region(self) -> str:
@@ -154,8 +156,9 @@ _SCHEMA: dict[str, dict[str, tuple[str, Kind]]] = {
     "networking": _NETWORKING_KEYS,
     "metadata": _METADATA_KEYS,
 }
-# Sections OCCM knows but a node controller does not use: accepted silently.
-_OTHER_OCCM_SECTIONS = frozenset({"loadbalancer", "loadbalancerclass", "route"})
+# Sections OCCM knows but this CCM does not use: accepted silently.
+# ([LoadBalancer] and [LoadBalancer "REGION"] are read by _apply.)
+_OTHER_OCCM_SECTIONS = frozenset({"loadbalancerclass", "route"})
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
@@ -231,6 +234,7 @@ class _Sections:
 
     values: dict[str, dict[str, Any]]
     warnings: list[str]
+    load_balancer: LoadBalancerConfig = field(default_factory=LoadBalancerConfig)
 
 
 def _apply(stmts: list[gcfg.Statement], source: str) -> _Sections:
@@ -242,7 +246,17 @@ def _apply(stmts: list[gcfg.Statement], source: str) -> _Sections:
         warnings.append(message)
         LOG.warning("%s", message)
 
+    load_balancer = LoadBalancerConfig()
     for st in stmts:
+        if st.section == "loadbalancer":
+            if st.name is not None:
+                try:
+                    problem = set_option(load_balancer, st.subsection, st.name, st.value)
+                except ValueError as exc:
+                    raise ConfigError(f"{source}:{st.line}: [LoadBalancer] {st.name}: {exc}") from None
+                if problem:
+                    warn(f"{source}:{st.line}: {problem}")
+            continue
         schema = _SCHEMA.get(st.section)
         if schema is None or st.subsection is not None:
             key = (st.section, st.subsection)
@@ -261,7 +275,7 @@ def _apply(stmts: list[gcfg.Statement], source: str) -> _Sections:
             _set(values[st.section], attr, kind, st.value)
         except ValueError as exc:
             raise ConfigError(f"{source}:{st.line}: [{st.section}] {st.name}: {exc}") from None
-    return _Sections(values, warnings)
+    return _Sections(values, warnings, load_balancer)
 
 
 def _set(target: dict[str, Any], attr: str, kind: Kind, value: str | None) -> None:
@@ -311,6 +325,7 @@ def parse_config(text: str, source: str = "<config>", environ: Mapping[str, str]
         metadata=_metadata(sections.values["metadata"]),
         regions=regions,
         warnings=tuple(sections.warnings),
+        load_balancer=sections.load_balancer,
     )
 
 

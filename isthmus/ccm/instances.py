@@ -54,6 +54,10 @@ class RegionClient(Protocol):
 
     def get_flavor(self, flavor_id: str) -> Flavor | None: ...
 
+    def find_flavor(self, name: str) -> Flavor | None:
+        """The flavor named exactly ``name`` the project can see (all pages)."""
+        ...
+
     def list_ports(self, device_id: str) -> list[Port]: ...
 
     def get_port(self, port_id: str) -> Port | None: ...
@@ -170,10 +174,16 @@ def sanitize_label(value: str) -> str:
 
 
 def instance_type(server: Server, client: RegionClient) -> str:
-    """Flavor ``original_name`` if a valid label value, else via a flavor GET.
+    """Flavor ``original_name`` if a valid label value, else via a flavor read.
 
-    The GET result gives its name if that is a valid label value, else its
-    ID. A failed GET moves on to the next key, as OCCM does.
+    The flavor read gives its name if that is a valid label value, else its
+    ID. A failed read moves on to the next key, as OCCM does.
+
+    OCCM reads servers at compute 2.1, where the flavor carries its ``id``;
+    openstacksdk negotiates the newest microversion, where Nova embeds the
+    flavor (``original_name``, no ``id``, from 2.47). A name that is no label
+    value is then looked up by name, so the node gets the flavor ID, as OCCM
+    gives (GET-ting the name as an ID, OCCM's quirk, always found nothing).
     """
     for key in ("original_name", "id"):
         value = server.flavor.get(key, "")
@@ -182,7 +192,7 @@ def instance_type(server: Server, client: RegionClient) -> str:
         if key == "original_name" and is_valid_label_value(value):
             return value
         try:
-            flavor = client.get_flavor(value)
+            flavor = client.find_flavor(value) if key == "original_name" else client.get_flavor(value)
         except RegionError as exc:
             LOG.warning("flavor %s of server %s: %s", value, server.id, exc)
             continue

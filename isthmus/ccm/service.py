@@ -1,10 +1,16 @@
 """``isthmus-ccm``: the multi-region cloud controller manager process.
 
-One loop, run only by the Lease holder: list Nodes, initialise tainted ones
-(every ``--node-sync-period``), check NotReady ones (every
-``--node-monitor-period``), re-sync addresses (every
-``--node-status-update-frequency``). The Lease is renewed on its own thread
-so a slow cloud call does not cost the leadership.
+An informer thread keeps a cache of Nodes (one LIST, then a WATCH) and
+queues each Node whose content changed; the main loop, only on the Lease
+holder, works through that queue (initialisation, with per-node backoff),
+and runs the periodic passes over the *cache*: NotReady checks every
+``--node-monitor-period``, address re-sync every
+``--node-status-update-frequency``, and a re-queue of every Node every
+``--node-resync-period``. No pass lists Nodes from the API server. The Lease
+is renewed on its own thread so a slow cloud call does not cost the
+leadership; a replica that loses it stops at the next Node. The service
+controller (``loadbalancer/controller.py``) runs on threads of its own: it
+reads the same Node cache and watches Services the same way.
 
 Startup is strict where OCCM is (bad config, Keystone authentication) and
 lenient per region: a region missing from the catalog is reported and only
@@ -22,9 +28,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from isthmus.ccm.controllers.kube import NodeAPI
+from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
+from isthmus.ccm.controllers.kube import NodeAPI, NodeView
 from isthmus.ccm.controllers.leader import LeaseElector
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
@@ -34,17 +41,31 @@ LOG = logging.getLogger("isthmus.ccm")
 
 @dataclass
 class Periods:
-    node_sync: float = 5.0
     node_monitor: float = 5.0  # upstream --node-monitor-period
     node_status_update: float = 300.0  # upstream --node-status-update-frequency
+    # Re-queue every cached Node: a safety net for work our own code dropped.
+    # It reads the cache only; a Node that needs nothing costs no call.
+    node_resync: float = 300.0
     lease_retry: float = 2.0
+
+
+class ReconcileObserver(Protocol):
+    """Where the loop reports its work (the Prometheus metrics, or nothing)."""
+
+    def reconciled(self, controller: str, seconds: float, ok: bool) -> None: ...
+
+
+class _NoObserver:
+    def reconciled(self, controller: str, seconds: float, ok: bool) -> None:
+        pass
 
 
 @dataclass
 class Manager:
-    """The controllers and their schedule; ``step`` is one tick of the loop."""
+    """The controllers, the cache and queue they read; ``step`` is one turn of the loop."""
 
-    nodes: NodeAPI
+    cache: NodeCache
+    queue: WorkQueue
     node_controller: NodeController
     lifecycle: LifecycleController
     periods: Periods
@@ -52,34 +73,90 @@ class Manager:
     # Checked before every node: a replica that lost the Lease mid-pass stops at once
     # instead of finishing a long pass next to the new leader.
     active: Callable[[], bool] = field(default=lambda: True)
-    _last: dict[str, float] | None = None
+    observer: ReconcileObserver = field(default_factory=_NoObserver)
+    last_beat: float = field(default_factory=time.monotonic)  # progress, for /healthz
+    _last: dict[str, float] = field(default_factory=dict)
+
+    def beat(self) -> None:
+        self.last_beat = self.clock()
 
     def _due(self, what: str, period: float) -> bool:
-        last = (self._last or {}).get(what)
+        last = self._last.get(what)
         if last is not None and self.clock() - last < period:
             return False
-        self._last = {**(self._last or {}), what: self.clock()}
+        self._last[what] = self.clock()
         return True
 
-    def step(self) -> None:
-        jobs = [(name, period) for name, period in (
-            ("sync", self.periods.node_sync),
-            ("monitor", self.periods.node_monitor),
-            ("addresses", self.periods.node_status_update),
-        ) if self._due(name, period)]
-        if not jobs:
-            return
-        views = self.nodes.list()  # one list serves every controller due now
-        for name, _ in jobs:
-            batch = self._while_active(views, name)
-            if name == "sync":
-                self.node_controller.sync(batch)
-            elif name == "monitor":
-                self.lifecycle.monitor(batch)
-            else:
-                self.node_controller.update_addresses(batch)
+    def started_leading(self) -> None:
+        """A new leader trusts nothing the old one did: every pass now, every Node queued."""
+        self._last.clear()
 
-    def _while_active(self, views: Iterable[Any], what: str) -> Iterator[Any]:
+    def step(self, wait: float = 0.0, budget: float = 1.0) -> None:
+        """The periodic passes that are due, then queued Nodes for up to ``budget`` seconds.
+
+        Waits up to ``wait`` seconds for the first queued Node, so an event
+        is handled at once rather than at the next tick.
+        """
+        self.beat()
+        if not self.cache.synced.is_set():
+            self.cache.synced.wait(wait)  # acting on a partial cache could miss or misjudge Nodes
+            return
+        if self._due("resync", self.periods.node_resync):
+            self.queue.add_all(v.name for v in self.cache.list())
+        if self._due("monitor", self.periods.node_monitor):
+            self._timed("lifecycle", self.lifecycle.check, self._while_active(self.cache.list(), "monitor"))
+        if self._due("addresses", self.periods.node_status_update):
+            self._timed("addresses", lambda v: self.node_controller.update_addresses([v]),
+                        self._while_active(self.cache.list(), "addresses"))
+        self.drain(wait, budget)
+
+    def drain(self, wait: float = 0.0, budget: float = 1.0) -> int:
+        """Reconcile queued Nodes until the queue is empty or ``budget`` is spent."""
+        done = 0
+        until = self.clock() + budget
+        name = self.queue.get(wait)
+        while name is not None:
+            if not self.active():
+                self.queue.add(name)  # not ours to do now; the next leader re-queues everything anyway
+                LOG.warning("no longer the leader: queue work stopped")
+                return done
+            self.process(name)
+            done += 1
+            self.beat()
+            if self.clock() >= until:
+                break
+            name = self.queue.get(0.0)
+        return done
+
+    def process(self, name: str) -> None:
+        view = self.cache.get(name)
+        if view is None:  # deleted meanwhile
+            self.queue.forget(name)
+            return
+        started = self.clock()
+        try:
+            self.node_controller.reconcile(view)
+        except Exception as exc:  # noqa: BLE001 - any failure keeps the taint; retry with backoff
+            delay = self.queue.retry(name)
+            LOG.warning("node %s: initialisation failed (retry in %.1fs): %s", name, delay, exc)
+            self.observer.reconciled("node", self.clock() - started, False)
+        else:
+            self.queue.forget(name)
+            self.observer.reconciled("node", self.clock() - started, True)
+
+    def _timed(self, controller: str, work: Callable[[NodeView], Any], views: Iterable[NodeView]) -> None:
+        for view in views:
+            started = self.clock()
+            ok = True
+            try:
+                work(view)
+            except Exception as exc:  # noqa: BLE001 - one Node's failure must not stop the pass
+                ok = False
+                LOG.warning("node %s: %s check failed: %s", view.name, controller, exc)
+            self.observer.reconciled(controller, self.clock() - started, ok)
+            self.beat()
+
+    def _while_active(self, views: Iterable[NodeView], what: str) -> Iterator[NodeView]:
         for view in views:
             if not self.active():
                 LOG.warning("no longer the leader: %s pass stopped", what)
@@ -93,22 +170,53 @@ def renew_forever(elector: LeaseElector, stop: threading.Event, period: float) -
         stop.wait(period)
 
 
-def run(manager: Manager, elector: LeaseElector, stop: threading.Event, tick: float = 1.0) -> None:
-    """Run until ``stop`` is set; act only while holding the Lease."""
-    manager.active = elector.is_leader
+@dataclass
+class Threads:
+    """The helper threads of a running service, for health checks."""
+
+    renewer: threading.Thread
+    informer: threading.Thread
+
+
+def start_threads(manager: Manager, elector: LeaseElector, informer: Informer, stop: threading.Event) -> Threads:
     renewer = threading.Thread(target=renew_forever, args=(elector, stop, manager.periods.lease_retry),
                                name="lease", daemon=True)
+    # Standbys watch too: their cache is warm when they take over.
+    watcher = threading.Thread(target=informer.run, args=(stop,), name="node-informer", daemon=True)
     renewer.start()
+    watcher.start()
+    return Threads(renewer, watcher)
+
+
+def run(manager: Manager, elector: LeaseElector, informer: Informer, stop: threading.Event,
+        tick: float = 1.0, on_threads: Callable[[Threads], None] | None = None) -> None:
+    """Run until ``stop`` is set; act only while holding the Lease."""
+    manager.active = elector.is_leader
+    threads = start_threads(manager, elector, informer, stop)
+    if on_threads is not None:
+        on_threads(threads)
+    leading = False
     try:
         while not stop.is_set():
-            if elector.is_leader():
-                try:
-                    manager.step()
-                except Exception as exc:  # noqa: BLE001 - e.g. the API server is briefly away
-                    LOG.warning("controller pass failed: %s", exc)
-            stop.wait(tick)
+            manager.beat()
+            if not elector.is_leader():
+                leading = False
+                stop.wait(tick)
+                continue
+            if not leading:
+                leading = True
+                manager.started_leading()
+            try:
+                manager.step(wait=tick)
+            except Exception as exc:  # noqa: BLE001 - e.g. the API server is briefly away
+                LOG.warning("controller pass failed: %s", exc)
+                stop.wait(tick)
     finally:
-        renewer.join(timeout=manager.periods.lease_retry + 5)
+        stop.set()
+        informer.stop()
+        manager.queue.wake()
+        threads.renewer.join(timeout=manager.periods.lease_retry + 5)
+        threads.informer.join(timeout=5)
         elector.release()
 
 
@@ -131,9 +239,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--identity", default=f"{socket.gethostname()}_{uuid.uuid4()}")
     p.add_argument("--node-monitor-period", type=float, default=5.0)
     p.add_argument("--node-status-update-frequency", type=float, default=300.0)
+    p.add_argument("--node-resync-period", type=float, default=300.0,
+                   help="re-queue every cached Node this often (no API call unless one needs work)")
+    p.add_argument("--kube-api-timeout", type=float, default=30.0,
+                   help="timeout of every Kubernetes API request (watches: of each read)")
+    p.add_argument("--bind-address", default="0.0.0.0", help="address of the /healthz, /readyz, /metrics server")
+    p.add_argument("--http-port", type=int, default=10258,
+                   help="port of the plain-HTTP /healthz, /readyz, /metrics server (0: none)")
+    p.add_argument("--liveness-stall-seconds", type=float, default=0.0,
+                   help="/healthz fails after the main loop made no progress this long "
+                        "(default: 3 x [Metadata] request-timeout, at least 60)")
     p.add_argument("--delete-nodes-without-provider-id", action="store_true",
                    help="let the lifecycle controller delete NotReady nodes found by no name (upstream behaviour)")
     p.add_argument("-v", "--verbose", action="store_true")
+    from isthmus.ccm.loadbalancer.controller import add_arguments  # LoadBalancer Services
+
+    add_arguments(p)
     return p
 
 
@@ -145,12 +266,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from isthmus.ccm.clients import OpenStackClients
     from isthmus.ccm.config import load_config
+    from isthmus.ccm.controllers.events import NodeEvents
     from isthmus.ccm.errors import CCMError
+    from isthmus.ccm.health import Health, HealthServer, Metrics
     from isthmus.ccm.instances import Instances
 
+    metrics = Metrics()
     try:
         config = load_config(args.cloud_config)
         clients = OpenStackClients.from_config(config)
+        clients.observe = metrics.openstack_call
         clients.session.get_token()  # authentication failure is fatal, as in OCCM
     except Exception as exc:  # noqa: BLE001 - report one line and exit
         print(f"isthmus-ccm: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -160,26 +285,57 @@ def main(argv: list[str] | None = None) -> int:
             LOG.warning("region %s unusable for now (only its nodes are affected): %s", region, problem)
     instances = Instances(clients, config.regions, config.networking)
     api = kube_api_client(args.kubeconfig)
-    nodes = NodeAPI(client.CoreV1Api(api))
+    core = client.CoreV1Api(api)
+    nodes = NodeAPI(core, timeout=args.kube_api_timeout)
+    events = NodeEvents(core, instance=args.identity, timeout=args.kube_api_timeout, on_written=metrics.event_written)
+    cache, queue = NodeCache(), WorkQueue()
     manager = Manager(
-        nodes,
-        NodeController(nodes, instances),
-        LifecycleController(nodes, instances, args.delete_nodes_without_provider_id),
-        Periods(node_monitor=args.node_monitor_period, node_status_update=args.node_status_update_frequency),
+        cache, queue,
+        NodeController(nodes, instances, events=events),
+        LifecycleController(nodes, instances, args.delete_nodes_without_provider_id, events=events),
+        Periods(node_monitor=args.node_monitor_period, node_status_update=args.node_status_update_frequency,
+                node_resync=args.node_resync_period),
+        observer=metrics,
     )
+    informer = Informer(nodes, cache, queue.add, WatchSettings(), on_restart=metrics.watch_restarted)
     elector = LeaseElector(client.CoordinationV1Api(api), args.leader_elect_resource_name,
                            args.leader_elect_resource_namespace, args.identity)
+    metrics.bind(lambda: len(queue), lambda: len(cache), elector.is_leader,
+                 lambda: {r: clients.breaker.is_open(r) for r in config.regions})
+    threads: list[Threads] = []
+    service_threads: list[Any] = []  # the service controller's (none when it is disabled)
+    stall = args.liveness_stall_seconds or max(60.0, 3 * config.metadata.request_timeout)
+    health = Health(lambda: manager.last_beat, cache.synced.is_set,
+                    lambda: bool(threads) and all(t.is_alive() for t in (threads[0].renewer, threads[0].informer))
+                    and all(t.alive() for t in service_threads),
+                    stall_after=stall)
+    server = HealthServer(health, metrics, args.bind_address, args.http_port)
+    if args.http_port:
+        try:
+            server.start()
+        except OSError as exc:
+            print(f"isthmus-ccm: cannot serve {args.bind_address}:{args.http_port}: {exc}", file=sys.stderr)
+            return 1
     stop = threading.Event()
     import signal
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     LOG.info("serving regions %s (default %s) as %s", ",".join(config.regions), config.default_region, args.identity)
+    from isthmus.ccm.loadbalancer.controller import start_service_controller  # LoadBalancer Services
+
+    # Before the Node informer runs: the service controller subscribes to its changes and reads its cache.
+    started = start_service_controller(args, config, clients.session, core, elector.is_leader, stop,
+                                       node_cache=cache, node_informer=informer, metrics=metrics)
+    if started is not None:
+        service_threads.append(started)
     try:
-        run(manager, elector, stop)
+        run(manager, elector, informer, stop, on_threads=threads.append)
     except CCMError as exc:
         LOG.error("%s", exc)
         return 1
+    finally:
+        server.stop()
     return 0
 
 

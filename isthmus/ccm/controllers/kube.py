@@ -1,5 +1,11 @@
 """The few Node operations the controllers need, over the official client.
 
+:class:`NodeAPI` is also the Node "resource API" of the informer
+(``list_with_version``, ``watch``, ``stop_watch``); :func:`watch_events`
+turns any watch stream of the official client into :class:`WatchEvent`s, so
+the Service informer (``isthmus.ccm.loadbalancer.controller.ServiceAPI``)
+shares it.
+
 Writes are JSON merge patches: they carry only what changes, and a
 ``metadata.resourceVersion`` in a patch makes the API server refuse it (409)
 if the Node changed since it was read, which is how list-valued fields such
@@ -8,8 +14,9 @@ as taints are replaced without losing a concurrent change.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -61,6 +68,12 @@ class NodeView:
     addresses: tuple[NodeAddress, ...]
     ready: bool
     resource_version: str
+    uid: str = ""
+    unschedulable: bool = False  # spec.unschedulable (cordoned): the load balancers read it
+
+    def same_content(self, other: NodeView | None) -> bool:
+        """Equal but for the resourceVersion: a kubelet heartbeat changes nothing we read."""
+        return other is not None and self == dataclasses.replace(other, resource_version=self.resource_version)
 
     @property
     def ref(self) -> NodeRef:
@@ -95,30 +108,102 @@ def node_view(node: Any) -> NodeView:
         addresses=tuple(NodeAddress(a.type, a.address) for a in (status.addresses if status else None) or ()),
         ready=_is_ready(status.conditions if status else None),
         resource_version=meta.resource_version or "",
+        uid=meta.uid or "",
+        unschedulable=bool(spec.unschedulable) if spec else False,
     )
 
 
-class NodeAPI:
-    """Nodes through ``kubernetes.client.CoreV1Api``."""
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of a watch: ADDED, MODIFIED, DELETED or BOOKMARK (``obj`` None).
 
-    def __init__(self, core: Any) -> None:
+    ``obj`` is the view of the watched resource (a :class:`NodeView`, a
+    Service's view, ...)."""
+
+    type: str
+    obj: Any
+    resource_version: str
+
+    @property
+    def node(self) -> Any:
+        """The Node watch's name for ``obj``."""
+        return self.obj
+
+
+def watch_events(stream: Iterable[dict[str, Any]], view: Callable[[Any], Any]) -> Iterator[WatchEvent]:
+    """A ``kubernetes.watch.Watch().stream(...)`` as :class:`WatchEvent`s of ``view(object)``.
+
+    ``view(obj)`` must have a ``resource_version`` attribute. A BOOKMARK
+    carries only the resourceVersion (its object is not a full resource)."""
+    for event in stream:
+        kind = event["type"]
+        if kind == "BOOKMARK":
+            meta = (event.get("raw_object") or {}).get("metadata") or {}
+            yield WatchEvent(kind, None, str(meta.get("resourceVersion") or ""))
+            continue
+        obj = view(event["object"])
+        yield WatchEvent(kind, obj, obj.resource_version)
+
+
+class NodeAPI:
+    """Nodes through ``kubernetes.client.CoreV1Api``; every call has a timeout.
+
+    ``timeout`` bounds each request (connect + read), so a hung API server
+    costs the loop one timeout, never a stuck thread. A watch is bounded
+    twice: ``timeout_seconds`` asks the server to end it (client-go picks
+    5-10 min), and ``read_timeout`` ends it on our side when nothing arrived
+    for that long (a half-open connection would otherwise block forever).
+    """
+
+    def __init__(self, core: Any, timeout: float = 30.0) -> None:
         self.core = core
+        self.timeout = timeout
+        self._watch: Any = None  # the running kubernetes.watch.Watch, for stop_watch()
 
     def list(self) -> list[NodeView]:
-        return [node_view(n) for n in self.core.list_node().items]
+        return self.list_with_version()[0]
+
+    def list_with_version(self) -> tuple[list[NodeView], str]:
+        """All Nodes and the list's resourceVersion, from which a watch continues."""
+        found = self.core.list_node(_request_timeout=self.timeout)
+        return [node_view(n) for n in found.items], (found.metadata.resource_version or "")
+
+    def watch(self, resource_version: str, timeout_seconds: int, read_timeout: float) -> Iterator[WatchEvent]:
+        """Events after ``resource_version`` until the server or ``read_timeout`` ends the stream.
+
+        Raises ``ApiException`` (410 when the version is too old: re-list)
+        and urllib3's errors (a read timeout is an idle stream, not a loss).
+        """
+        from kubernetes import watch
+
+        w = watch.Watch()
+        self._watch = w
+        try:
+            yield from watch_events(w.stream(self.core.list_node, resource_version=resource_version,
+                                             timeout_seconds=timeout_seconds, allow_watch_bookmarks=True,
+                                             _request_timeout=(min(self.timeout, read_timeout), read_timeout)),
+                                    node_view)
+        finally:
+            self._watch = None
+
+    def stop_watch(self) -> None:
+        """Unblock a running watch at once (shutdown); safe from another thread."""
+        w = self._watch
+        if w is not None:
+            w.stop()
 
     def get(self, name: str) -> NodeView:
-        return node_view(self.core.read_node(name))
+        return node_view(self.core.read_node(name, _request_timeout=self.timeout))
 
     def patch(self, name: str, patch: dict[str, Any]) -> None:
-        self.core.patch_node(name, patch, _content_type=MERGE_PATCH)
+        self.core.patch_node(name, patch, _content_type=MERGE_PATCH, _request_timeout=self.timeout)
 
     def patch_addresses(self, name: str, addresses: Iterable[NodeAddress]) -> None:
         body = {"status": {"addresses": [a.to_dict() for a in addresses]}}
-        self.core.patch_node_status(name, body, _content_type=MERGE_PATCH)
+        self.core.patch_node_status(name, body, _content_type=MERGE_PATCH, _request_timeout=self.timeout)
 
     def delete(self, name: str) -> None:
-        self.core.delete_node(name)
+        self.core.delete_node(name, _request_timeout=self.timeout)
 
 
 def with_precondition(node: NodeView, patch: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,9 @@ class LeaseElector:
     identity: str
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
+    # Each Lease call must end well inside renew_deadline, or a hung API server
+    # would keep a leader that can no longer prove it is one.
+    request_timeout: float = 5.0
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
     _observed: tuple[Any, ...] | None = field(default=None, init=False)  # last seen record
@@ -67,7 +70,8 @@ class LeaseElector:
         now = _micro_time(self.wall_clock())
         patch = {"spec": {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": now}}
         try:
-            self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _content_type=MERGE_PATCH)
+            self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _content_type=MERGE_PATCH,
+                                                     _request_timeout=self.request_timeout)
         except ApiException as exc:
             LOG.warning("lease %s/%s: release failed: %s", self.namespace, self.name, exc.status)
         self._renewed_at = None
@@ -77,7 +81,8 @@ class LeaseElector:
 
         now = _micro_time(self.wall_clock())
         try:
-            lease = self.coordination.read_namespaced_lease(self.name, self.namespace)
+            lease = self.coordination.read_namespaced_lease(self.name, self.namespace,
+                                                             _request_timeout=self.request_timeout)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -101,7 +106,8 @@ class LeaseElector:
             patch["spec"]["leaseTransitions"] = (spec.lease_transitions or 0) + 1
         if not lease.metadata.resource_version:
             del patch["metadata"]
-        self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _content_type=MERGE_PATCH)
+        self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _content_type=MERGE_PATCH,
+                                                     _request_timeout=self.request_timeout)
         return True
 
     def _create(self, now: str) -> None:
@@ -114,4 +120,4 @@ class LeaseElector:
             "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
                      "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
         }
-        self.coordination.create_namespaced_lease(self.namespace, body)
+        self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=self.request_timeout)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from isthmus.ccm.controllers.events import DELETING_NODE, LOOKUP_FAILED, NORMAL, WARNING, EventSink, NoEvents
 from isthmus.ccm.controllers.kube import TAINT_SHUTDOWN, CloudInstances, NodeAPI, NodeView, with_precondition
 
 LOG = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class LifecycleController:
     nodes: NodeAPI
     cloud: CloudInstances
     delete_without_provider_id: bool = False
+    events: EventSink = field(default_factory=NoEvents)
 
     def monitor(self, views: Iterable[NodeView]) -> None:
         for node in views:
@@ -53,10 +55,16 @@ class LifecycleController:
             self._set_shutdown_taint(node, False)  # no cloud call for Ready nodes
             return
         # One lookup answers both questions; errors propagate: never delete on doubt.
-        shutdown = self.cloud.instance_shutdown_if_exists(node.ref)
+        try:
+            shutdown = self.cloud.instance_shutdown_if_exists(node.ref)
+        except Exception as exc:
+            self.events.node_event(node, WARNING, LOOKUP_FAILED, f"NotReady node not checked, left alone: {exc}")
+            raise
         if shutdown is None:
             if node.provider_id or self.delete_without_provider_id:
                 LOG.warning("Deleting node %s because it does not exist in the cloud provider", node.name)
+                self.events.node_event(node, NORMAL, DELETING_NODE,
+                                       f"Deleting node {node.name} because it does not exist in the cloud provider")
                 self.nodes.delete(node.name)
             else:
                 LOG.warning("node %s: no server named so and no providerID; not deleting", node.name)

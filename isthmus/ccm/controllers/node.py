@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from isthmus.ccm.controllers.events import LOOKUP_FAILED, NORMAL, SYNCED, WARNING, EventSink, NoEvents
 from isthmus.ccm.controllers.kube import (
     ANNOTATION_PROVIDED_NODE_IP,
     BETA_LABELS,
@@ -115,24 +116,41 @@ class NodeController:
     nodes: NodeAPI
     cloud: CloudInstances
     backoff: Backoff = field(default_factory=Backoff)
+    events: EventSink = field(default_factory=NoEvents)
 
     def sync(self, views: Iterable[NodeView]) -> None:
-        """One pass over listed Nodes: initialise tainted ones, fix labels of others."""
+        """One pass over Nodes: initialise tainted ones (with backoff), fix labels of others.
+
+        The service feeds Nodes one at a time through its work queue
+        (:meth:`reconcile`); this pass is for tools and tests.
+        """
         for node in views:
-            if not node.has_taint(TAINT_UNINITIALIZED):
-                patch = beta_to_ga_patch(node)
-                if patch:
-                    self.nodes.patch(node.name, patch)
-                continue
-            if not self.backoff.due(node.name):
+            if node.has_taint(TAINT_UNINITIALIZED) and not self.backoff.due(node.name):
                 continue
             try:
-                self.initialise(node)
+                self.reconcile(node)
             except Exception as exc:  # noqa: BLE001 - any failure keeps the taint; retry later
                 delay = self.backoff.failed(node.name)
                 LOG.warning("node %s: initialisation failed (retry in %.1fs): %s", node.name, delay, exc)
             else:
                 self.backoff.succeeded(node.name)
+
+    def reconcile(self, node: NodeView) -> None:
+        """What one Node needs: initialisation if tainted, else beta-to-GA labels.
+
+        An untainted Node with right labels costs no call at all. Raises if
+        initialisation failed (the caller retries with backoff).
+        """
+        if node.has_taint(TAINT_UNINITIALIZED):
+            try:
+                self.initialise(node)
+            except Exception as exc:
+                self.events.node_event(node, WARNING, LOOKUP_FAILED, f"initialisation failed: {exc}")
+                raise
+            return
+        patch = beta_to_ga_patch(node)
+        if patch:
+            self.nodes.patch(node.name, patch)
 
     def initialise(self, node: NodeView, attempts: int = 20) -> None:
         """Look up, then patch; re-read and retry on a write conflict."""
@@ -151,7 +169,9 @@ class NodeController:
                 if not node.has_taint(TAINT_UNINITIALIZED):
                     return  # someone else initialised it meanwhile
         self.nodes.patch_addresses(node.name, addresses)
-        LOG.info("node %s: initialised in region %s (%s)", node.name, meta.region, meta.provider_id or node.provider_id)
+        provider_id = meta.provider_id or node.provider_id
+        LOG.info("node %s: initialised in region %s (%s)", node.name, meta.region, provider_id)
+        self.events.node_event(node, NORMAL, SYNCED, f"initialised from server {provider_id} in region {meta.region}")
 
     def update_addresses(self, views: Iterable[NodeView]) -> None:
         """Periodic re-sync of initialised Nodes' addresses; failures only log."""

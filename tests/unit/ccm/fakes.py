@@ -36,6 +36,10 @@ class FakeRegion:
         self._call("get_flavor", flavor_id)
         return self.flavors.get(flavor_id)
 
+    def find_flavor(self, name: str) -> Flavor | None:
+        self._call("find_flavor", name)
+        return next((f for f in self.flavors.values() if f.name == name), None)
+
     def list_ports(self, device_id: str) -> list[Port]:
         self._call("list_ports", device_id)
         ids = self.device_ports.get(device_id, [])

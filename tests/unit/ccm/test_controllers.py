@@ -24,6 +24,7 @@ from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import Backoff, NodeController, apply_provided_node_ips
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import NodeAddress, Server, ServerAddress
+from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.service import Manager, Periods, run
 
 from .fakes import FakeClients, FakeRegion
@@ -234,13 +235,15 @@ async def test_service_loop_acts_only_as_leader(kmock: Any) -> None:
     api = api_client(kmock)
     nodes = NodeAPI(client.CoreV1Api(api))
     inst = instances(cloud())
-    manager = Manager(nodes, NodeController(nodes, inst), LifecycleController(nodes, inst),
+    cache, queue = NodeCache(), WorkQueue()
+    manager = Manager(cache, queue, NodeController(nodes, inst), LifecycleController(nodes, inst),
                       Periods(lease_retry=0.05))
+    informer = Informer(nodes, cache, queue.add, WatchSettings(read_timeout=1.0))
     elector = LeaseElector(client.CoordinationV1Api(api), "ccm", "kube-system", "me")
     stop = threading.Event()
 
     def run_until_initialised() -> None:
-        thread = threading.Thread(target=run, args=(manager, elector, stop, 0.05))
+        thread = threading.Thread(target=run, args=(manager, elector, informer, stop, 0.05))
         thread.start()
         for _ in range(100):
             if not nodes.get("node-1").has_taint(TAINT_UNINITIALIZED):

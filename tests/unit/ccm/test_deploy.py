@@ -35,10 +35,15 @@ from isthmus.ccm.controllers.leader import LeaseElector
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
 from isthmus.ccm.instances import Instances
+from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceCache, ServiceController
+from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
 from isthmus.ccm.model import Server, ServerAddress
+from isthmus.ccm.controllers.events import NodeEvents
+from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
 from isthmus.ccm.service import Manager, Periods, build_parser
 
 from .fakes import FakeClients, FakeRegion
+from .lbfakes import FakeOctavia, FakeOctaviaRegions
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy" / "ccm"
@@ -216,22 +221,47 @@ def called_api_methods() -> set[str]:
     return names
 
 
+def watched_api_methods() -> set[str]:
+    """List methods handed to ``kubernetes.watch.Watch().stream(...)``: their ``watch`` verb."""
+    names: set[str] = set()
+    for path in CCM_SOURCE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stream"
+                    and node.args and isinstance(node.args[0], ast.Attribute)
+                    and request_template(node.args[0].attr) is not None):
+                names.add(node.args[0].attr)
+    return names
+
+
+def code_accesses(lease_name: str = "lease", lease_namespace: str = "kube-system") -> list[tuple[str, Access]]:
+    """(API method, RBAC access) of every call and watch in the code."""
+    out = []
+    for method_name in sorted(called_api_methods()):
+        http, template = request_template(method_name)  # type: ignore[misc]
+        lease = "leases" in template
+        path = template.replace("{namespace}", lease_namespace if lease else "default").replace(
+            "{name}", lease_name if lease else "some-object")
+        out.append((method_name, access_of(http, path)))
+    for method_name in sorted(watched_api_methods()):
+        http, template = request_template(method_name)  # type: ignore[misc]
+        out.append((f"{method_name} (watch)", access_of(http, template, {"watch": ["true"]})))
+    return out
+
+
 def test_code_calls_are_found() -> None:
     # guards the scan itself: these calls exist today
     assert {"list_node", "patch_node", "patch_node_status", "delete_node", "read_node",
-            "read_namespaced_lease", "create_namespaced_lease", "patch_namespaced_lease"} <= called_api_methods()
+            "read_namespaced_lease", "create_namespaced_lease", "patch_namespaced_lease",
+            "list_service_for_all_namespaces", "patch_namespaced_service", "patch_namespaced_service_status",
+            "create_namespaced_event", "patch_namespaced_event"} <= called_api_methods()
+    assert watched_api_methods() == {"list_node", "list_service_for_all_namespaces"}
 
 
 def test_rbac_covers_every_call_in_the_code() -> None:
     d = deployed()
     granted = rules_for(d.service_account, d.namespace)
     missing = []
-    for method_name in sorted(called_api_methods()):
-        http, template = request_template(method_name)  # type: ignore[misc]
-        lease = "leases" in template
-        path = template.replace("{namespace}", d.lease_namespace).replace(
-            "{name}", d.lease_name if lease else "some-node")
-        access = access_of(http, path)
+    for method_name, access in code_accesses(d.lease_name, d.lease_namespace):
         if not allowed(access, granted):
             missing.append(f"{method_name}: {access}")
     assert not missing, "RBAC in deploy/ccm lacks:\n" + "\n".join(missing)
@@ -239,8 +269,7 @@ def test_rbac_covers_every_call_in_the_code() -> None:
 
 def test_rbac_grants_nothing_unused() -> None:
     d = deployed()
-    used = {(a.group, a.resource, a.verb) for a in (
-        access_of(*request_template(m)) for m in called_api_methods())}  # type: ignore[misc]
+    used = {(a.group, a.resource, a.verb) for _, a in code_accesses()}
     for _, rule in rules_for(d.service_account, d.namespace):
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
@@ -279,6 +308,7 @@ def test_deployment_wiring() -> None:
 # --- dynamic: every request of a full scenario ----------------------------------------------
 
 NODES = kmock.resource("", "v1", "nodes")
+SERVICES = kmock.resource("", "v1", "services")
 UNINIT = {"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}
 
 
@@ -322,32 +352,98 @@ async def test_rbac_covers_every_request_of_a_full_run(kmock: Any, scenario_clou
     kmock.objects[NODES, None, "gone"] = node("gone", "openstack://RegionOne/i-gone", ready=False)
     kmock.objects[NODES, None, "back"] = node("back", "openstack://RegionOne/i-1", ready=True,
                                               taints=[{"key": TAINT_SHUTDOWN, "effect": "NoSchedule"}])
+    kmock.objects[NODES, None, "back"].patch({"status": {"addresses": [{"type": "InternalIP",
+                                                                         "address": "10.0.0.9"}]}})
+    kmock.objects[SERVICES, "default", "web"] = {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default", "uid": "u-1"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]}}
     cfg = client.Configuration()
     cfg.host = str(kmock.url).rstrip("/")
     api = client.ApiClient(cfg)
     recorder = Recorder(api)
     d = deployed()
-    nodes = NodeAPI(client.CoreV1Api(api))
+    core = client.CoreV1Api(api)
+    nodes = NodeAPI(core)
+    events = NodeEvents(core)
     inst = Instances(scenario_cloud, ("RegionOne", "RegionTwo"), environ={})
-    manager = Manager(nodes, NodeController(nodes, inst), LifecycleController(nodes, inst),
-                      Periods(node_status_update=0.0))
+    cache, queue = NodeCache(), WorkQueue()
+    manager = Manager(cache, queue, NodeController(nodes, inst, events=events),
+                      LifecycleController(nodes, inst, events=events), Periods(node_status_update=0.0))
+    informer = Informer(nodes, cache, queue.add, WatchSettings(read_timeout=0.5))
+    # the service controller as isthmus-ccm wires it: a Service informer, Nodes from the node cache
+    service_api = ServiceAPI(core)
+    services = ServiceController(service_api, FakeOctaviaRegions({
+        "RegionOne": FakeOctavia("RegionOne"), "RegionTwo": FakeOctavia("RegionTwo")}),
+        LoadBalancerConfig(default={"subnet_id": "s"}), ("RegionOne", "RegionTwo"), sleep=lambda _: None,
+        services=ServiceCache(), nodes=cache)
+    assert services.services is not None
+    service_informer = Informer(service_api, services.services, services.service_changed,
+                                WatchSettings(read_timeout=0.5), kind="service")
+    informer.subscribe(services.node_changed)
+
+    def follow(watcher: Informer) -> None:
+        try:
+            watcher.watch_once()  # what changed, as events; then idle until the read timeout
+        except Exception as exc:  # noqa: BLE001
+            assert classify_watch_error(exc) == "idle", exc
     clock = [0.0]
     elector = LeaseElector(client.CoordinationV1Api(api), d.lease_name, d.lease_namespace, "pod-0",
                            clock=lambda: clock[0], wall_clock=lambda: datetime.datetime.now(datetime.UTC))
 
     def run() -> None:
         assert elector.try_acquire_or_renew()  # creates the Lease
-        manager.step()  # initialise, lifecycle, addresses
+        informer.relist()
+        service_informer.relist()
+        manager.step()  # initialise (and its events), lifecycle, addresses
+        follow(informer)  # the patches above, as events
         clock[0] += 1
         assert elector.try_acquire_or_renew()  # get + patch
         manager.step()
+        events.repeat_after = 0.0
+        for _ in range(2):  # the second one counts the first up (a patch)
+            events.node_event(nodes.get("node-1"), "Warning", "LookupFailed", "region RegionTwo: down")
+        assert services.step() == 1  # finalizer, load balancer, status, events
+        follow(service_informer)
+        core.delete_namespaced_service("web", "default")  # (the user, not the CCM)
+        follow(service_informer)  # the deletionTimestamp
+        assert services.step() == 1  # cleanup, finalizer removed
+        assert kmock.objects[SERVICES, "default", "web"].deleted  # the finalizer went, so did the Service
         elector.release()
 
     await asyncio.to_thread(run)
     accesses = {access_of(m, p, q) for m, p, q in recorder.seen}
     kinds = {(a.verb, a.resource) for a in accesses}
-    assert {("list", "nodes"), ("patch", "nodes"), ("patch", "nodes/status"), ("delete", "nodes"),
-            ("create", "leases"), ("get", "leases"), ("patch", "leases")} <= kinds, kinds
+    assert {("list", "nodes"), ("watch", "nodes"), ("patch", "nodes"), ("patch", "nodes/status"),
+            ("delete", "nodes"), ("create", "events"), ("create", "leases"), ("get", "leases"),
+            ("patch", "leases"), ("list", "services"), ("watch", "services"), ("patch", "services"),
+            ("patch", "services/status")} <= kinds, kinds
+    accesses.discard(Access("delete", "", "services", "default", "web"))
     granted = rules_for(d.service_account, d.namespace)
     denied = [a for a in sorted(accesses, key=str) if not allowed(a, granted)]
     assert not denied, denied
+
+
+def test_probes_and_metrics_port_match_the_health_server() -> None:
+    from isthmus.ccm.health import Health, HealthServer, Metrics
+
+    pod = one("Deployment")["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "isthmus-ccm")
+    args = build_parser().parse_args([a.replace("$(POD_NAME)", "pod-0") for a in container["args"]])
+    (port,) = container["ports"]
+    assert port["containerPort"] == args.http_port == 10258 and args.bind_address == "0.0.0.0"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
+    annotations = one("Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == str(args.http_port)
+    # the paths are the server's: all three answer 200 on a synced, live replica
+    server = HealthServer(Health(lambda: 0.0, lambda: True, lambda: True, clock=lambda: 1.0), Metrics(),
+                          "127.0.0.1", 0)
+    bound = server.start()
+    try:
+        import urllib.request
+
+        for path in ("/healthz", "/readyz", annotations["prometheus.io/path"]):
+            with urllib.request.urlopen(f"http://127.0.0.1:{bound}{path}", timeout=5) as reply:
+                assert reply.status == 200, path
+    finally:
+        server.stop()

@@ -194,6 +194,8 @@ def test_metadata_calls_stay_in_the_found_region() -> None:
         ({"original_name": "m1.small", "id": "x"}, {}, "m1.small"),  # no GET needed
         ({"original_name": "bad name!", "id": "f1"}, {"f1": Flavor("f1", "ok")}, "ok"),  # GET by name fails -> id
         ({"id": "f1"}, {"f1": Flavor("f1", "not a label!")}, "f1"),  # invalid name -> flavor ID
+        # Nova >= 2.47 embeds the flavor without its id: found by name, its ID (what OCCM gives at 2.1)
+        ({"original_name": "gpu large (x2)", "vcpus": 2}, {"f9": Flavor("f9", "gpu large (x2)")}, "f9"),
     ],
 )
 def test_instance_type(flavor: dict, flavors: dict, expected: str) -> None:
