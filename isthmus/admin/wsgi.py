@@ -8,7 +8,8 @@
   ``--config-file``/``--config-dir`` and serves with gunicorn (threaded workers)
   on ``[DEFAULT] bind_host:bind_port``.
 
-Pipeline, outermost first: oslo.middleware ``request_id`` (every answer carries
+Pipeline, outermost first: ``/metrics`` and request metrics (:mod:`isthmus.admin.metrics`),
+oslo.middleware ``request_id`` (every answer carries
 ``x-openstack-request-id``), ``http_proxy_to_wsgi`` (honours X-Forwarded-* when
 ``[oslo_middleware] enable_proxy_headers_parsing``), ``sizelimit`` (``[oslo_middleware]
 max_request_body_size``), keystonemiddleware ``auth_token`` (``[keystone_authtoken]``,
@@ -60,6 +61,7 @@ def build_app(conf: cfg.ConfigOpts, engine: Any = None, handlers: Any = None) ->
 
     from isthmus import jobs, registry
     from isthmus.admin.app import AdminApi
+    from isthmus.admin.metrics import MetricsMiddleware
     from isthmus.admin.policy import make_enforcer
     from isthmus.db import make_engine
     from isthmus.db.migration import require_current
@@ -79,6 +81,7 @@ def build_app(conf: cfg.ConfigOpts, engine: Any = None, handlers: Any = None) ->
     app = sizelimit.RequestBodySizeLimiter(app, conf)
     app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
     app = request_id.RequestId(app)
+    app = MetricsMiddleware(app)
     LOG.info("isthmus-admin: database %s, job types: %s", engine.url.render_as_string(hide_password=True),
              ", ".join(handlers.job_types()) or "none")
     return app

@@ -15,7 +15,7 @@ import uuid
 
 from aiohttp import web
 
-from isthmus.gateway import faults, microversion
+from isthmus.gateway import faults, metrics, microversion
 from isthmus.gateway.apis import COMPUTE, VOLUME, Api
 from isthmus.gateway.auth import Unauthorized
 from isthmus.gateway.call import (REQUEST_ID, BeforeCreate, Call, Handler, Hook, RewriteCreate, Settings, match_api,
@@ -102,6 +102,7 @@ class Gateway:
     # --- aiohttp plumbing ----------------------------------------------------------
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=self.settings.max_request_body)
+        app.router.add_get("/metrics", self.metrics)  # before the catch-all; no API lives there
         app.router.add_route("*", "/{tail:.*}", self.handle)
         app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
@@ -113,6 +114,10 @@ class Gateway:
     async def _cleanup(self, _app) -> None:
         await self.router.drain()
         await self.upstream.close()
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        body, content_type = metrics.exposition(self.upstream.breakers)
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         request_id = f"req-{uuid.uuid4()}"
@@ -136,6 +141,9 @@ class Gateway:
             response.headers.setdefault("x-compute-request-id", response.headers["x-openstack-request-id"])
         if api is not None and version is not None:
             response.headers.update(microversion.response_headers(api.mv, version))
+        # The matched API even when the request failed after matching (401, 403, ...).
+        metrics.observe_request(metrics.CURRENT_API.get(), request.method, response.status,
+                                time.monotonic() - started)
         LOG.info("%s %s %s -> %d in %.3fs%s", request_id, request.method, request.path_qs, response.status,
                  time.monotonic() - started, f" (region's {upstream_id})" if upstream_id else "")
         return response
@@ -155,6 +163,7 @@ class Gateway:
         api, rest = match_api(path)
         if api is None:
             raise Fault(404, "Not found.")
+        metrics.CURRENT_API.set(api.name)  # labels the region calls this request makes
         if not rest:
             return await self.versions.document(request, api, base), None, None
         supported = await self.versions.supported(api)

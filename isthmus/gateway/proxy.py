@@ -15,6 +15,7 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from isthmus.clients.breaker import Breaker
+from isthmus.gateway import metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -113,6 +114,10 @@ class Upstream:
             await self._session.close()
             self._session = None
 
+    def breakers(self) -> dict[str, Breaker]:
+        """Every breaker made so far, by "<region> <host:port>" (for metrics)."""
+        return dict(self._breakers)
+
     def breaker(self, region: str, url: str) -> Breaker:
         """One breaker per service of a region (its host:port): a hung nova-api must
         not fail the same region's Cinder calls fast."""
@@ -130,12 +135,14 @@ class Upstream:
         breaker = self.breaker(region, url)
         wait = breaker.admit()
         if wait:
+            metrics.observe_upstream(region, "unavailable", None)
             raise RegionUnavailable(region, f"failed moments ago; not asked for another {wait:.0f}s")
         slots = self._slots.setdefault(f"{region} {urlsplit(url).netloc}", asyncio.Semaphore(self._per_region))
         try:
             await asyncio.wait_for(slots.acquire(), self._queue_wait)
         except asyncio.TimeoutError:
             breaker.abandoned()
+            metrics.observe_upstream(region, "unavailable", None)
             raise RegionUnavailable(region, f"{self._per_region} requests already in flight") from None
         except BaseException:
             breaker.abandoned()
@@ -152,6 +159,7 @@ class Upstream:
                     if len(data) > stream_over:
                         streaming = True
                         breaker.succeeded()
+                        metrics.observe_upstream(region, str(resp.status), breaker.now() - started)
                         return Reply(resp.status, resp.headers, b"", stream=_rest(data, resp, slots))
                 data += await resp.read()
             finally:
@@ -159,9 +167,11 @@ class Upstream:
                     resp.release()
         except asyncio.TimeoutError as err:
             breaker.failed(since=started)
+            metrics.observe_upstream(region, "unavailable", None)
             raise RegionUnavailable(region, f"no answer within {timeout:g}s") from err
         except aiohttp.ClientError as err:
             breaker.failed(since=started)
+            metrics.observe_upstream(region, "unavailable", None)
             raise RegionUnavailable(region, type(err).__name__) from err
         except BaseException:  # cancelled: no verdict on the region
             breaker.abandoned()
@@ -170,6 +180,7 @@ class Upstream:
             if not streaming:
                 slots.release()
         breaker.succeeded()
+        metrics.observe_upstream(region, str(resp.status), breaker.now() - started)
         return Reply(resp.status, resp.headers, data)
 
 

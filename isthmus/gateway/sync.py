@@ -208,10 +208,19 @@ def sync_user_quota(regions: Regions, ctx: JobContext) -> None:
         _ok(regions.call("PUT", region, "compute", path, json={"quota_set": wanted}), 200)
 
 
+def _master_volume_type(regions: Regions, master: str, wanted: str) -> dict | None:
+    """The master's volume type ``wanted``, by id or by name (a create names
+    it either way; Cinder's GET by id does not take a name)."""
+    got = _ok(regions.call("GET", master, "volume", f"/types/{wanted}"), 200, 404)
+    if got.status_code == 200:
+        return got.json()["volume_type"]
+    listed = _ok(regions.call("GET", master, "volume", "/types?is_public=None"), 200).json()["volume_types"]
+    return next((t for t in listed if t["name"] == wanted), None)
+
+
 def sync_volume_type(regions: Regions, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
-    got = _ok(regions.call("GET", master, "volume", f"/types/{ctx.resource_id}"), 200, 404)
-    vtype = got.json()["volume_type"] if got.status_code == 200 else None
+    vtype = _master_volume_type(regions, master, ctx.resource_id)
     if vtype is None and ctx.payload.get("inline"):
         return  # a create's inline check never deletes: the master simply has no such type
     name = vtype["name"] if vtype else ctx.payload.get("name")

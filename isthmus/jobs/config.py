@@ -58,6 +58,12 @@ jobs_opts = [
     cfg.StrOpt("worker_name", help="Lease owner name; default host:pid:random."),
 ]
 
+metrics_opts = [
+    cfg.PortOpt("port", default=0, help="Serve Prometheus metrics on http://bind_host:port/metrics "
+                "(docs/metrics.md); 0: no metrics endpoint."),
+    cfg.HostAddressOpt("bind_host", default="127.0.0.1", help="Address of the metrics endpoint."),
+]
+
 cli_opts = [cfg.BoolOpt("debug", short="d", default=False, help="Debug logging.")]
 
 
@@ -68,6 +74,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
         except cfg.DuplicateOptError:
             pass  # already registered differently (e.g. by oslo.db): use that one
     conf.register_opts(jobs_opts, group="jobs")
+    conf.register_opts(metrics_opts, group="metrics")
 
 
 def retry_policy(conf: cfg.ConfigOpts) -> RetryPolicy:
@@ -81,4 +88,4 @@ def retry_policy(conf: cfg.ConfigOpts) -> RetryPolicy:
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """For oslo-config-generator."""
-    return [("database", database_opts), ("jobs", jobs_opts)]
+    return [("database", database_opts), ("jobs", jobs_opts), ("metrics", metrics_opts)]

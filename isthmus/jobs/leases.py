@@ -19,6 +19,7 @@ from isthmus.jobs import rows, transitions
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock
 from isthmus.db import read_tx, retry_transient, skip_locked_supported, write_tx
+from isthmus.jobs import metrics
 from isthmus.jobs.errors import LeaseLost
 from isthmus.jobs.models import Job, JobStatus
 from isthmus.jobs.schema import jobs, row_to_job, to_db
@@ -74,6 +75,7 @@ class Leases:
 
     def _claim_once(self, policies: Mapping[str, RetryPolicy], limit: int) -> list[Claim]:
         claims: list[Claim] = []
+        taken_over: list[str] = []
         with write_tx(self.engine) as conn:
             now = self.clock.now()
             query = self._claimable(sorted(policies), now)
@@ -92,10 +94,13 @@ class Leases:
                 claimed = rows.fetch(conn, job.id)
                 if job.status is JobStatus.RUNNING:
                     LOG.warning("job %s: lease of %s expired, taken over", job.id, job.lease_owner)
+                    taken_over.append(job.job_type)
                 if claimed is not None and claimed.status is JobStatus.RUNNING:
                     claims.append(Claim(claimed))
                 else:
                     LOG.warning("job %s (%s) failed: %s", job.id, job.job_type, values.get("last_error"))
+        for job_type in taken_over:  # counted once committed: a retried transaction counts once
+            metrics.observe_takeover(job_type)
         return claims
 
     # -- while running -----------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ from isthmus import callguard
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.errors import LeaseLost, PermanentFailure, RetryLater, Stopped
 from isthmus.jobs.leases import Claim, Leases
-from isthmus.jobs.models import Job
+from isthmus.jobs import metrics
+from isthmus.jobs.models import Job, JobStatus
 from isthmus.jobs.registry import DEFAULT_RUN_DEADLINE, HandlerRegistry, JobContext, LeaseWatch
 
 LOG = logging.getLogger(__name__)
@@ -42,9 +44,11 @@ class Runner:
         job that hangs every time ends in FAIL); None if the lease was lost."""
         spec = self.registry.get(claim.job.job_type)
         try:
-            return self.leases.fail(claim, reason, spec.retry or self.default_policy, rand=self.rand)
+            ended = self.leases.fail(claim, reason, spec.retry or self.default_policy, rand=self.rand)
         except LeaseLost:
             return None
+        metrics.RUNS.labels(claim.job.job_type, "abandoned").inc()
+        return ended
 
     def claim(self, limit: int) -> list[Claim]:
         return self.leases.claim(self.policies(), limit)
@@ -56,6 +60,15 @@ class Runner:
 
         ``lease`` is the worker's view of the lease (renewals move it on); by
         default the claim's expiry, as nobody renews an inline run."""
+        started = time.monotonic()
+        outcome, ended = self._run(claim, stop, lease)
+        metrics.observe_run(claim.job.job_type, outcome, time.monotonic() - started,
+                            requeued=outcome in metrics.RETRY_OUTCOMES and ended is not None
+                            and ended.status is JobStatus.NEW)
+        return ended
+
+    def _run(self, claim: Claim, stop: threading.Event | None, lease: LeaseWatch | None) -> tuple[str, Job | None]:
+        """The run and its outcome's name (metrics label, docs/metrics.md)."""
         job = claim.job
         spec = self.registry.get(job.job_type)
         policy = spec.retry or self.default_policy
@@ -71,26 +84,26 @@ class Runner:
             except Stopped as exc:
                 if ctx.lease_lost():  # the new owner's outcome wins; write nothing
                     LOG.warning("job %s stopped: %s; outcome dropped", _label(job), exc.reason)
-                    return None
+                    return "lease_lost", None
                 delay = exc.delay if exc.delay is not None else policy.delay(job.attempt)
                 LOG.warning("job %s stopped: %s; again in %.1fs", _label(job), exc.reason, delay)
-                return self.leases.retry_later(claim, delay, f"stopped: {exc.reason}")
+                return "stopped", self.leases.retry_later(claim, delay, f"stopped: {exc.reason}")
             except RetryLater as exc:
                 delay = exc.delay if exc.delay is not None else policy.delay(job.attempt)
                 LOG.info("job %s retry later in %.1fs: %s", _label(job), delay, exc.reason)
-                return self.leases.retry_later(claim, delay, exc.reason)
+                return "retry_later", self.leases.retry_later(claim, delay, exc.reason)
             except PermanentFailure as exc:
                 LOG.error("job %s failed permanently: %s", _label(job), exc)
-                return self.leases.fail(claim, _describe(exc), policy, permanent=True)
+                return "permanent_failure", self.leases.fail(claim, _describe(exc), policy, permanent=True)
             except Exception as exc:  # noqa: BLE001 - any handler error is a job failure
                 LOG.warning("job %s attempt %d failed: %s", _label(job), job.attempt, exc)
                 LOG.debug("%s", traceback.format_exc())
-                return self.leases.fail(claim, _describe(exc), policy, rand=self.rand)
-            return self.leases.succeed(claim)
+                return "failed", self.leases.fail(claim, _describe(exc), policy, rand=self.rand)
+            return "success", self.leases.succeed(claim)
         except LeaseLost:
             # Another worker took over after our lease expired; its outcome wins.
             LOG.warning("job %s: lease lost, outcome dropped", _label(job))
-            return None
+            return "lease_lost", None
 
     def run_due(self, limit: int = 100) -> int:
         """Claim and run due jobs inline, one after another; returns how many ran."""

@@ -316,6 +316,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not worker.runner.registry.job_types():
         LOG.error("no job handlers: none from entry points %s nor [jobs] handler_modules", ENTRY_POINT_GROUP)
         return 2
+    if conf.metrics.port:
+        from isthmus.jobs import metrics
+
+        try:
+            metrics.serve(worker.leases.engine, conf.metrics.port, conf.metrics.bind_host)
+            LOG.info("metrics on http://%s:%s/metrics", conf.metrics.bind_host, conf.metrics.port)
+        except OSError as exc:  # a busy port costs the metrics, never the jobs
+            LOG.error("no metrics: cannot listen on %s:%s: %s", conf.metrics.bind_host, conf.metrics.port, exc)
     install_signal_handlers(worker)
     worker.run()
     worker.leases.engine.dispose()

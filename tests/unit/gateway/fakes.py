@@ -175,3 +175,4 @@ async def stop(client: TestClient, servers: list[TestServer]) -> None:
     await client.close()
     for server in servers:
         await server.close()
+

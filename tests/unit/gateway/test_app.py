@@ -5,21 +5,12 @@ import re
 import uuid
 
 import pytest
-import pytest_asyncio
 
-from tests.unit.gateway.fakes import OTHER, PROJECT, FakeNova, start, stop
+from tests.unit.gateway.fakes import OTHER, PROJECT
 
 USER = {"X-Auth-Token": "user"}
 ADMIN = {"X-Auth-Token": "admin"}
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def env(tmp_path):
-    one, two = FakeNova("RegionOne", "az1", "2.90"), FakeNova("RegionTwo", "az2", "2.95")
-    client, gateway, servers = await start(tmp_path, [one, two])
-    yield client, gateway, one, two, servers
-    await stop(client, servers)
 
 
 async def test_versions_without_token_and_intersection(env):

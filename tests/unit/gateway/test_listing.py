@@ -158,7 +158,7 @@ def test_a_lost_region_marker_restarts_that_region_behind_the_key_filter():
 
     async def drain():
         out = []
-        while (head := await stream.head()) is not None:
+        while await stream.head() is not None:
             out.append(stream.pop()["id"])
         return out
     assert asyncio.run(drain()) == [i["id"] for i in ordered[3:]]

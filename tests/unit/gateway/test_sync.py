@@ -149,3 +149,13 @@ def test_inline_flavor_sync_before_a_users_create_never_deletes_or_replaces():
     sync.sync_flavor(regions, ctx("f1", only="B", inline=True))
     assert "only-here" in regions.flavors["B"] and regions.flavors["B"]["f1"]["flavor"]["ram"] == 32
     assert not [c for c in regions.calls if c[0] != "GET"]
+
+
+def test_inline_volume_type_sync_finds_the_masters_type_by_name():
+    """A create names its type by name as often as by id; Cinder's GET by id
+    takes no name, so the master's list answers (the type reaches the target
+    before the create, not only when the background job gets to it)."""
+    regions = FakeRegions(["A", "B"])
+    regions.types["A"]["t1"] = {"id": "t1", "name": "gold", "is_public": True, "extra_specs": {}}
+    sync.sync_volume_type(regions, ctx("gold", name="gold", only="B", inline=True))
+    assert [t["name"] for t in regions.types["B"].values()] == ["gold"]

@@ -43,7 +43,7 @@ def test_defaults() -> None:
     assert (settings.concurrency, settings.lease_seconds, conf.jobs.max_attempts) == (4, 60.0, 8)
     assert settings.run_deadline == 300.0
     assert settings.owner.count(":") == 2  # host:pid:random
-    assert {group for group, _ in list_opts()} == {"database", "jobs"}
+    assert {group for group, _ in list_opts()} == {"database", "jobs", "metrics"}
 
 
 def test_build_worker_loads_handler_modules(tmp_path: Path, monkeypatch) -> None:

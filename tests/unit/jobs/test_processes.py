@@ -32,7 +32,8 @@ class WorkerProcesses:
         self.db_url = db_url
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, name: str, *, lease: float = 30.0, workers: int = 3, grace: float = 5.0) -> subprocess.Popen:
+    def start(self, name: str, *, lease: float = 30.0, workers: int = 3, grace: float = 5.0,
+              metrics_port: int = 0) -> subprocess.Popen:
         conf = self.workdir / f"{name}.conf"
         conf.write_text(
             "[database]\n"
@@ -46,6 +47,7 @@ class WorkerProcesses:
             "load_entry_points = false\n"
             "handler_modules = tests.unit.jobs.proc_handlers\n"
             f"worker_name = {name}\n"
+            f"[metrics]\nport = {metrics_port}\n"
         )
         env = {**os.environ, "PYTHONPATH": str(REPO), "ISTHMUS_JOBS_TEST_DIR": str(self.workdir)}
         log = open(self.workdir / f"{name}.log", "w")
@@ -168,3 +170,44 @@ def test_sigterm_releases_a_job_that_does_not_stop(sqlite_procs: WorkerProcesses
     released = store.get(job.id)
     assert released.status is JobStatus.NEW and released.lease_owner is None
     assert released.attempt == 1 and released.failures == 0
+
+
+def test_metrics_endpoint_of_the_worker_process(sqlite_procs: WorkerProcesses, jobs_of) -> None:
+    """``[metrics] port``: the real worker serves /metrics; scraped after three known jobs."""
+    import socket
+    import urllib.request
+
+    store = jobs_of(sqlite_procs)
+    (sqlite_procs.workdir / "go").write_text("")  # guarded jobs run straight through
+    for n in range(3):
+        store.enqueue("guarded", f"net-{n}", payload={"seq": n})
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sqlite_procs.start("worker", metrics_port=port)
+    wait_for(lambda: store.counts()[JobStatus.SUCCESS] == 3)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            return resp.read().decode()
+
+    text = wait_for_text(scrape, 'isthmus_job_runs_total{outcome="success",type="guarded"} 3.0')
+    assert 'isthmus_jobs{state="SUCCESS",type="guarded"} 3.0' in text
+    assert 'isthmus_job_run_seconds_count{type="guarded"} 3.0' in text
+    assert "# HELP isthmus_job_lease_takeovers_total" in text
+
+
+def wait_for_text(scrape, needle: str, timeout: float = 20.0) -> str:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            text = scrape()
+        except OSError:  # not listening yet
+            text = ""
+        if needle in text:
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{needle!r} not in /metrics:\n{text}")
+        time.sleep(0.1)

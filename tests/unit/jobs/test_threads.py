@@ -113,10 +113,10 @@ def test_leases_are_renewed_while_a_long_handler_runs(sqlite_url: str) -> None:
     @registry.handler("slow")
     def slow(ctx) -> None:
         runs.append(ctx.job_id)
-        time.sleep(1.2)  # four lease periods of 0.3 s, renewed every 0.1 s
+        time.sleep(4.0)  # four lease periods of 1 s, renewed every 0.33 s (a loaded machine starves threads)
 
     engine = make_engine(sqlite_url)
-    settings = dict(poll_interval=0.01, lease_seconds=0.3, shutdown_grace=2.0)
+    settings = dict(poll_interval=0.01, lease_seconds=1.0, shutdown_grace=2.0)
     workers = [Worker(JobStore(engine), registry, WorkerSettings(concurrency=1, owner=f"w{i}", **settings)) for i in range(2)]
     threads = _start(workers)
     store = JobStore(engine)
