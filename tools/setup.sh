@@ -19,11 +19,14 @@ command -v ip >/dev/null 2>&1 && command -v bridge >/dev/null 2>&1 || dataplane_
 command -v ping >/dev/null 2>&1 || dataplane_pkgs+=(iputils-ping)
 # NAT of the dataplane's routers (SNAT, floating IPs) is nftables.
 command -v nft >/dev/null 2>&1 || dataplane_pkgs+=(nftables)
+# Headless Chromium for the topology page's browser tests (skipped without it).
+command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 \
+  || dataplane_pkgs+=(chromium chromium-driver)
 if [ ${#dataplane_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     need_pkgs+=("${dataplane_pkgs[@]}")
   else
-    say "note: 'sandbox up --dataplane' needs root and ${dataplane_pkgs[*]}"
+    say "note: 'sandbox up --dataplane' and the browser tests need ${dataplane_pkgs[*]} (installed as root)"
   fi
 fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -61,7 +64,7 @@ if [ ! -x .venv/bin/python ]; then
   say "creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import isthmus, keystone, neutron, nova, placement, glance, cinder, pytest' 2>/dev/null \
+if ! .venv/bin/python -c 'import isthmus, keystone, neutron, nova, placement, glance, cinder, octavia, pytest' 2>/dev/null \
    || [ constraints.txt -nt .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
   say "installing Python packages (pinned by constraints.txt)"
   .venv/bin/pip install -q --upgrade pip

@@ -12,9 +12,9 @@ import logging
 import sys
 
 from isthmus import __version__
-from isthmus.cli import ccm, db, sandbox
+from isthmus.cli import ccm, db, operator, sandbox, topology
 
-COMPONENTS = (sandbox, db, ccm)
+COMPONENTS = (sandbox, db, ccm, operator, topology)
 
 
 def build_parser() -> argparse.ArgumentParser:

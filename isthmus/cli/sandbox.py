@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--dataplane", action="store_true",
                     help="make every server a real network endpoint (a namespace per server, VXLAN between "
                          "regions, wired from Neutron's API); needs root (CAP_NET_ADMIN)")
+    up.add_argument("--octavia", action="store_true",
+                    help="Octavia per region (API and worker; amphora provider with no-op drivers: "
+                         "load balancers reach ACTIVE without VMs), catalogued as load-balancer")
     up.add_argument("--stock-neutron", action="store_true",
                     help="one more neutron-server, stock ML2 and in no catalogue, at base port + 4: "
                          "the baseline of the differential fuzz tests (docs/fuzzing.md)")
@@ -108,7 +111,7 @@ def _up(args) -> int:
     layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=parse_regions(args.regions),
                     compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
                     neutron_page_limit=args.neutron_page_limit, dataplane=args.dataplane,
-                    stock_neutron=args.stock_neutron)
+                    stock_neutron=args.stock_neutron, octavia=args.octavia)
     return control.up(layout)
 
 

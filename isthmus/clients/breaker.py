@@ -64,6 +64,13 @@ class Breaker:
                 return max(self.cooldown / 10, 0.001)
             return 0.0
 
+    def state(self) -> str:
+        """``closed``, ``open`` (calls fail fast) or ``half_open`` (a trial may go or is going)."""
+        with self._lock:
+            if self._open_until == float("-inf"):
+                return "closed"
+            return "open" if self.clock() < self._open_until else "half_open"
+
     @property
     def trial_in_flight(self) -> bool:
         with self._lock:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from isthmus.render.ini import ServiceUser
+from isthmus.render.services import AdminAPIValues, admin_api_conf
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
@@ -20,12 +22,14 @@ def config_path(layout: Layout) -> Path:
     return layout.etc / "isthmus" / "admin-api.conf"
 
 
+def values(layout: Layout) -> AdminAPIValues:
+    return AdminAPIValues(bind_host="127.0.0.1", bind_port=layout.admin_api_port,
+                          database_connection=layout.isthmus_db_url,
+                          service_user=ServiceUser(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION))
+
+
 def write_config(layout: Layout) -> Path:
-    return ini.write(config_path(layout), {
-        "DEFAULT": {"debug": False, "bind_host": "127.0.0.1", "bind_port": layout.admin_api_port},
-        "database": {"connection": layout.isthmus_db_url},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION),
-    })
+    return ini.write(config_path(layout), admin_api_conf(values(layout)))
 
 
 def start(layout: Layout) -> process.ServiceRecord:

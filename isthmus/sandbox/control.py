@@ -98,7 +98,18 @@ def up(layout: Layout, out: TextIO = sys.stdout) -> int:
     print(f"\nclouds.yaml: {layout.clouds_yaml}", file=out)
     print(f"  export OS_CLIENT_CONFIG_FILE={layout.clouds_yaml}", file=out)
     print(f"  openstack --os-cloud isthmus-admin --os-region-name {layout.regions[0]} server list", file=out)
+    print_metrics(layout, out)
     return 0
+
+
+def print_metrics(layout: Layout, out: TextIO) -> None:
+    """Where Prometheus scrapes the sandbox's Isthmus services (docs/metrics.md)."""
+    running = {r.name for r in process.ServiceRecord.load_all(layout.run)}
+    urls = {name: url for name, url in layout.metrics_urls().items() if name in running}
+    if urls:
+        print("\nmetrics (Prometheus):", file=out)
+        for name, url in urls.items():
+            print(f"  {name}: {url}", file=out)
 
 
 def down(layout: Layout, out: TextIO = sys.stdout) -> int:

@@ -40,6 +40,8 @@ def database_names(layout: Layout) -> list[str]:
     for region in layout.regions:
         key = region.lower()
         names += [f"nova_api_{key}", f"nova_cell0_{key}", f"nova_{key}", f"placement_{key}", f"cinder_{key}"]
+        if layout.octavia:
+            names.append(f"octavia_{key}")
     return names
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from isthmus.render.ini import ServiceUser
+from isthmus.render.services import GatewayValues, gateway_conf
 from isthmus.sandbox import ini, process
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
@@ -32,19 +34,18 @@ def master_region(layout: Layout) -> str:
     return layout.regions[0]
 
 
+def values(layout: Layout) -> GatewayValues:
+    return GatewayValues(
+        bind_host="127.0.0.1", bind_port=layout.gateway_port, public_url=layout.url(layout.gateway_port),
+        central_region=CENTRAL_REGION, master_region=master_region(layout),
+        database_connection=layout.isthmus_db_url,
+        service_user=ServiceUser(layout.auth_url, SERVICE_USER, PASSWORD, CENTRAL_REGION),
+        list_timeout=10, catalog_ttl=60, interface="public",
+    )
+
+
 def write_config(layout: Layout) -> Path:
-    return ini.write(config_path(layout), {
-        "DEFAULT": {"debug": False},
-        "gateway": {
-            "bind_host": "127.0.0.1", "bind_port": layout.gateway_port,
-            "public_url": layout.url(layout.gateway_port), "central_region": CENTRAL_REGION,
-            "master_region": master_region(layout), "list_timeout": 10, "catalog_ttl": 60,
-        },
-        "database": {"connection": layout.isthmus_db_url},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, SERVICE_USER, PASSWORD, CENTRAL_REGION),
-        "service_credentials": {**ini.service_client(layout.auth_url, SERVICE_USER, PASSWORD, CENTRAL_REGION),
-                                "interface": "public"},
-    })
+    return ini.write(config_path(layout), gateway_conf(values(layout)))
 
 
 def start(layout: Layout) -> process.ServiceRecord:

@@ -1,27 +1,14 @@
-"""Write oslo.config INI files from nested dicts."""
+"""Write oslo.config INI files from nested dicts (rendering: isthmus.render.ini)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-Sections = Mapping[str, Mapping[str, Any]]
+from isthmus.render import ini as _render
+from isthmus.render.ini import Sections, ServiceUser, render
 
-
-def render(sections: Sections) -> str:
-    out: list[str] = []
-    for section, options in sections.items():
-        out.append(f"[{section}]")
-        for key, value in options.items():
-            if value is None:
-                continue
-            if isinstance(value, bool):
-                value = "true" if value else "false"
-            elif isinstance(value, (list, tuple)):
-                value = ",".join(str(v) for v in value)
-            out.append(f"{key} = {value}")
-        out.append("")
-    return "\n".join(out)
+__all__ = ["Sections", "ServiceUser", "render", "write", "keystone_authtoken", "service_client"]
 
 
 def write(path: Path, sections: Sections) -> Path:
@@ -30,27 +17,11 @@ def write(path: Path, sections: Sections) -> Path:
     return path
 
 
-def _password_auth(auth_url: str, user: str, password: str, region: str) -> dict[str, Any]:
-    """keystoneauth password options of a service user in the ``service`` project."""
-    return {
-        "auth_url": auth_url,
-        "auth_type": "password",
-        "username": user,
-        "password": password,
-        "project_name": "service",
-        "user_domain_name": "Default",
-        "project_domain_name": "Default",
-        # Without it a client may pick another region's endpoint (identity included).
-        "region_name": region,
-    }
-
-
 def keystone_authtoken(auth_url: str, user: str, password: str, region: str) -> dict[str, Any]:
     """The ``[keystone_authtoken]`` section every API service carries."""
-    return {"www_authenticate_uri": auth_url, **_password_auth(auth_url, user, password, region),
-            "service_token_roles_required": True}
+    return _render.keystone_authtoken(ServiceUser(auth_url, user, password, region))
 
 
 def service_client(auth_url: str, user: str, password: str, region: str) -> dict[str, Any]:
     """A client section (``[neutron]``, ``[placement]``, ...) that calls another service."""
-    return {**_password_auth(auth_url, user, password, region), "valid_interfaces": "internal,public"}
+    return _render.service_client(ServiceUser(auth_url, user, password, region))

@@ -5,11 +5,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from isthmus.render.services import KeystoneValues, keystone_conf
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
 # Service users get admin + service on the `service` project, as devstack does.
-SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder", "isthmus")
+SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder", "octavia", "isthmus")
 
 
 @dataclass(frozen=True)
@@ -24,15 +25,17 @@ def config_path(layout: Layout):
     return layout.etc / "keystone" / "keystone.conf"
 
 
+def values(layout: Layout) -> KeystoneValues:
+    return KeystoneValues(
+        database_connection=layout.sqlite_url("keystone"),
+        fernet_key_repository=str(layout.data / "keystone-fernet"),
+        credential_key_repository=str(layout.data / "keystone-credential"),
+        password_hash_rounds=4,  # bcrypt at 4 rounds: fast sandbox logins
+    )
+
+
 def write_config(layout: Layout) -> None:
-    ini.write(config_path(layout), {
-        "DEFAULT": {"debug": False},
-        "database": {"connection": layout.sqlite_url("keystone")},
-        "token": {"provider": "fernet", "expiration": 86400},
-        "fernet_tokens": {"key_repository": layout.data / "keystone-fernet"},
-        "credential": {"key_repository": layout.data / "keystone-credential"},
-        "identity": {"password_hash_rounds": 4},  # bcrypt at 4 rounds: fast sandbox logins
-    })
+    ini.write(config_path(layout), keystone_conf(values(layout)))
 
 
 def _env(layout: Layout) -> dict[str, str]:
@@ -94,6 +97,9 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
                 CatalogEntry("block-storage", "cinder", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
                 CatalogEntry("volumev3", "cinderv3", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
             ]
+        if layout.octavia:
+            entries.append(CatalogEntry("load-balancer", "octavia", region,
+                                        layout.url(layout.region_port(region, "octavia"))))
     if layout.compute:
         # isthmus-gateway is CentralRegion's only compute endpoint; its images are the
         # master region's Glance (the gateway replicates them, same UUID, on first boot elsewhere).

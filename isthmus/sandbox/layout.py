@@ -30,8 +30,9 @@ CENTRAL_NEUTRON_OFFSET = 1
 ADMIN_API_OFFSET = 2  # Isthmus Admin API (multiregion)
 GATEWAY_OFFSET = 3  # isthmus-gateway: CentralRegion's compute (and volume) endpoint
 STOCK_NEUTRON_OFFSET = 4  # --stock-neutron
+XJOB_METRICS_OFFSET = 5  # isthmus-xjob's Prometheus /metrics ([metrics] port)
 MARIADB_OFFSET = 9
-REGION_OFFSETS = {"neutron": 0, "nova": 1, "placement": 2, "glance": 3, "cinder": 4}
+REGION_OFFSETS = {"neutron": 0, "nova": 1, "placement": 2, "glance": 3, "cinder": 4, "octavia": 5}
 MAX_REGIONS = 9
 
 _REGION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -76,11 +77,16 @@ class Layout:
     dataplane: bool = False
     # One more neutron-server, stock ML2, in no catalogue (docs/fuzzing.md).
     stock_neutron: bool = False
+    # Octavia per region (API + worker, amphora provider, no-op drivers), catalogued
+    # as load-balancer; off by default to keep the plain sandbox light.
+    octavia: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
         if self.neutron_page_limit < 0:
             raise ValueError("--neutron-page-limit: must be 0 (unlimited) or more")
+        if self.octavia and not self.compute:
+            raise ValueError("--octavia: needs the compute services (drop --no-compute)")
         if not 1024 <= self.base_port <= 65535 - 10 * (len(self.regions) + 1):
             raise ValueError(f"--base-port: {self.base_port} leaves no room for the sandbox's ports")
 
@@ -100,6 +106,18 @@ class Layout:
     @property
     def admin_api_port(self) -> int:
         return self.base_port + ADMIN_API_OFFSET
+
+    @property
+    def xjob_metrics_port(self) -> int:
+        return self.base_port + XJOB_METRICS_OFFSET
+
+    def metrics_urls(self) -> dict[str, str]:
+        """Where each Isthmus service serves Prometheus metrics (docs/metrics.md)."""
+        return {
+            "isthmus-xjob": self.url(self.xjob_metrics_port, "/metrics"),
+            "isthmus-admin": self.url(self.admin_api_port, "/metrics"),
+            "isthmus-gateway": self.url(self.gateway_port, "/metrics"),
+        }
 
     @property
     def mariadb_port(self) -> int:

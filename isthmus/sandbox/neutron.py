@@ -1,10 +1,13 @@
-"""Neutron servers: one in CentralRegion, one per region, stock ML2 for now."""
+"""Neutron servers: one in CentralRegion, one per region (config: isthmus.render.neutron)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from isthmus.render import neutron as render_neutron
+from isthmus.render.ini import ServiceUser
+from isthmus.render.neutron import CENTRAL, LOCAL, PLAIN, NeutronValues
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.dataplane.names import tunnel_ip
 from isthmus.sandbox.nova import compute_host
@@ -19,54 +22,41 @@ def _files(layout: Layout, region: str) -> list[Path]:
     return [_dir(layout, region) / "neutron.conf", _dir(layout, region) / "ml2_conf.ini"]
 
 
+def values(layout: Layout, region: str) -> NeutronValues:
+    """The renderer's inputs for one of the sandbox's Neutron servers.
+
+    Central runs the Isthmus central plugin; it binds ports as the regions report
+    them. Regions run the local plugin, with the sandbox-only binder standing in
+    for real agents. ``--plain`` runs stock ML2 everywhere."""
+    role = PLAIN if layout.plain or region == STOCK_NEUTRON else CENTRAL if region == CENTRAL_REGION else LOCAL
+    return NeutronValues(
+        role=role,
+        region=region,
+        central_region=CENTRAL_REGION,
+        service_user=ServiceUser(layout.auth_url, "neutron", PASSWORD, _catalog_region(region)),
+        database_connection=layout.sqlite_url(f"neutron-{region}"),
+        transport_url=_transport_url(layout, region),
+        central_client=ServiceUser(layout.auth_url, "isthmus", PASSWORD, region) if role == LOCAL else None,
+        isthmus_database_connection=layout.isthmus_db_url if role == CENTRAL else None,
+        availability_zone=layout.availability_zone(region) if role == LOCAL else "",
+        mechanism_drivers="isthmus_sandbox_binder",
+        vni_ranges=_vni_range(layout, region),
+        host=f"neutron-{region}",
+        state_path=str(layout.data / f"neutron-{region}"),
+        lock_path=str(layout.data / f"neutron-{region}" / "lock"),
+        api_paste_config=str(runtime.VENV_ETC / "neutron" / "api-paste.ini"),
+        pagination_max_limit=layout.neutron_page_limit or -1,
+        agentless=True,
+        unlimited_quotas=True,
+        extra_ml2_sections=_sandbox_agent(layout, region),
+    )
+
+
 def write_config(layout: Layout, region: str) -> None:
     conf_dir = _dir(layout, region)
-    core_plugin, mechanism_drivers, isthmus_sections = _plugins(layout, region)
-    ini.write(conf_dir / "neutron.conf", {
-        "DEFAULT": {
-            "core_plugin": core_plugin,
-            # Routers everywhere: central holds the user's, regions the halves
-            # router_sync makes (docs/networking.md, "Routers").
-            "service_plugins": "router",
-            "auth_strategy": "keystone",
-            "api_paste_config": runtime.VENV_ETC / "neutron" / "api-paste.ini",
-            # No agents in the sandbox: no RPC workers, no DHCP notifications.
-            "rpc_workers": 0,
-            "rpc_state_report_workers": 0,
-            "dhcp_agent_notification": False,
-            "notify_nova_on_port_status_changes": False,
-            "notify_nova_on_port_data_changes": False,
-            "pagination_max_limit": layout.neutron_page_limit or -1,
-            "transport_url": _transport_url(layout, region),
-            "host": f"neutron-{region}",
-            "state_path": layout.data / f"neutron-{region}",
-            "debug": False,
-        },
-        "database": {"connection": layout.sqlite_url(f"neutron-{region}")},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "neutron", PASSWORD, _catalog_region(region)),
-        "oslo_concurrency": {"lock_path": layout.data / f"neutron-{region}" / "lock"},
-        "oslo_messaging_notifications": {"driver": "noop"},
-        "quotas": {"quota_network": -1, "quota_subnet": -1, "quota_port": -1, "quota_security_group": -1,
-                   "quota_security_group_rule": -1, "quota_router": -1, "quota_floatingip": -1},
-        "agent": {"report_interval": 0},
-        **isthmus_sections,
-    })
-    ini.write(conf_dir / "ml2_conf.ini", {
-        "ml2": {
-            "type_drivers": "flat,vlan,vxlan",
-            "tenant_network_types": "vxlan",
-            "mechanism_drivers": mechanism_drivers,
-            "extension_drivers": "port_security",
-        },
-        # Disjoint tenant VNI ranges: central allocates the VNIs of shared networks,
-        # each region those of its own networks; copies keep central's VNI, which
-        # a region's own network must never have taken (TunnelIdInUse).
-        "ml2_type_vxlan": {"vni_ranges": _vni_range(layout, region)},
-        "ml2_type_flat": {"flat_networks": "*"},
-        "ml2_type_vlan": {"network_vlan_ranges": "physnet1:100:2999"},
-        "securitygroup": {"enable_security_group": True},
-        **_sandbox_agent(layout, region),
-    })
+    rendered = values(layout, region)
+    ini.write(conf_dir / "neutron.conf", render_neutron.neutron_conf(rendered))
+    ini.write(conf_dir / "ml2_conf.ini", render_neutron.ml2_conf(rendered))
 
 
 def _catalog_region(region: str) -> str:
@@ -93,26 +83,6 @@ def _sandbox_agent(layout: Layout, region: str) -> dict:
 
         section["dataplane_socket"] = wakeup_socket(layout, region)
     return {"isthmus_sandbox": section}
-
-
-def _plugins(layout: Layout, region: str) -> tuple[str, str, dict]:
-    """(core plugin, ML2 mechanism drivers, Isthmus config sections) of a region.
-
-    Central runs the Isthmus central plugin; it binds ports as the regions report
-    them. Regions run the local plugin, with the sandbox-only binder standing in
-    for real agents. ``--plain`` runs stock ML2 everywhere."""
-    if layout.plain or region == STOCK_NEUTRON:
-        return "ml2", "isthmus_sandbox_binder", {}
-    if region == CENTRAL_REGION:
-        return "isthmus_central", "isthmus_central", {
-            "isthmus": {"region_name": region, "database_connection": layout.isthmus_db_url},
-        }
-    return "isthmus_local", "isthmus_sandbox_binder", {
-        "isthmus": {"region_name": region, "availability_zone": layout.availability_zone(region),
-                    "central_region": CENTRAL_REGION},
-        "isthmus_central": {**ini.service_client(layout.auth_url, "isthmus", PASSWORD, region),
-                            "timeout": 30},
-    }
 
 
 def _transport_url(layout: Layout, region: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from isthmus.sandbox import database, gateway, glance, keystone, nova, neutron, placement, rabbitmq, registry, runtime, xjob
 from isthmus.sandbox import admin_api
-from isthmus.sandbox import cinder
+from isthmus.sandbox import cinder, octavia
 from isthmus.sandbox.dag import Step
 from isthmus.sandbox.dataplane import host as dataplane
 from isthmus.sandbox.layout import CENTRAL_REGION, STOCK_NEUTRON, Layout
@@ -20,8 +20,8 @@ def planned_ports(layout: Layout) -> list[tuple[str, int]]:
     for region in layout.regions:
         ports.append((f"neutron-{region}", layout.neutron_port(region)))
         if layout.compute:
-            for service in ("nova", "placement", "glance", "cinder"):
-                name = "nova-api" if service == "nova" else service
+            for service in ("nova", "placement", "glance", "cinder", *(("octavia",) if layout.octavia else ())):
+                name = {"nova": "nova-api", "octavia": "octavia-api"}.get(service, service)
                 ports.append((f"{name}-{region}", layout.region_port(region, service)))
     if layout.compute:
         ports.append(("isthmus-gateway", layout.gateway_port))
@@ -79,6 +79,8 @@ def steps(layout: Layout) -> list[Step]:
     if layout.compute:
         for region in layout.regions:
             plan += _compute_steps(layout, region)
+            if layout.octavia:
+                plan += _octavia_steps(layout, region)
         plan.append(Step("isthmus-gateway", _serve(lambda: gateway.start(layout)), ("isthmus-db", "catalog"),
                          "Nova/Cinder API gateway"))
     if layout.dataplane:
@@ -124,6 +126,17 @@ def _compute_steps(layout: Layout, region: str) -> list[Step]:
     ]
 
 
+def _octavia_steps(layout: Layout, region: str) -> list[Step]:
+    r = region
+    return [
+        Step(f"octavia-setup-{r}", lambda: octavia.prepare(layout, r), ("mariadb",), "db upgrade, CA"),
+        Step(f"octavia-api-{r}", _serve(lambda: octavia.start_api(layout, r)), (f"octavia-setup-{r}", "catalog"),
+             "starting"),
+        Step(f"octavia-worker-{r}", lambda: octavia.start_worker(layout, r), (f"octavia-setup-{r}", "rabbitmq"),
+             "amphora flows, no-op drivers"),
+    ]
+
+
 def starter(layout: Layout, name: str):
     """How to start one service of a running sandbox again (``sandbox restart``);
     returns a callable that starts it and waits until it answers."""
@@ -143,6 +156,9 @@ def starter(layout: Layout, name: str):
             starters[f"placement-{region}"] = _serve(lambda r=region: placement.start(layout, r))
             starters[f"glance-{region}"] = _serve(lambda r=region: glance.start(layout, r))
             starters[f"nova-compute-{region}"] = lambda r=region: nova.start_compute(layout, r)
+            if layout.octavia:
+                starters[f"octavia-api-{region}"] = _serve(lambda r=region: octavia.start_api(layout, r))
+                starters[f"octavia-worker-{region}"] = lambda r=region: octavia.start_worker(layout, r)
     if layout.dataplane:
         for region in layout.regions:
             starters[dataplane.agent_name(region)] = lambda r=region: dataplane.start_agent(layout, r)

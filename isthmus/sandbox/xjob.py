@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from isthmus.render.ini import ServiceUser
+from isthmus.render.services import SANDBOX_JOB_TUNING, XJobValues, xjob_conf
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
@@ -12,16 +14,16 @@ def config_path(layout: Layout) -> Path:
     return layout.etc / "isthmus" / "xjob.conf"
 
 
+def values(layout: Layout) -> XJobValues:
+    # Short leases and resyncs: the sandbox favours quick convergence.
+    return XJobValues(database_connection=layout.isthmus_db_url, central_region=CENTRAL_REGION,
+                      service_user=ServiceUser(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION),
+                      jobs=SANDBOX_JOB_TUNING, resync_interval=30, timeout=30,
+                      metrics_port=layout.xjob_metrics_port)
+
+
 def write_config(layout: Layout) -> Path:
-    return ini.write(config_path(layout), {
-        "DEFAULT": {"debug": False},
-        "database": {"connection": layout.isthmus_db_url},
-        # Short leases and resyncs: the sandbox favours quick convergence.
-        "jobs": {"workers": 8, "lease_seconds": 20, "poll_interval": 0.5, "retry_base_delay": 1,
-                 "retry_max_delay": 15, "max_attempts": 20},
-        "isthmus": {"central_region": CENTRAL_REGION, "resync_interval": 30},
-        "isthmus_service": {**ini.service_client(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION), "timeout": 30},
-    })
+    return ini.write(config_path(layout), xjob_conf(values(layout)))
 
 
 def config_dir(layout: Layout) -> Path:

@@ -17,6 +17,7 @@ import io
 import re
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,6 +170,9 @@ def exceptions() -> dict[str, str]:
     return out
 
 
+_INIT_LOCK = threading.Lock()
+
+
 def run(layout, target: Target, list_name: str, out: Path, concurrency: int,
         only: list[str] | None = None) -> Outcome:
     """``only``: exact test ids instead of the list (a re-run of what failed)."""
@@ -178,8 +182,14 @@ def run(layout, target: Target, list_name: str, out: Path, concurrency: int,
         out.mkdir(parents=True, exist_ok=True)
         # Its own workspace registry: the user's ~/.tempest is left alone, and two
         # runs (or two reports) never clash over a workspace name.
-        subprocess.run([str(tempest), "init", "--workspace-path", str(out / f"{target.name}.workspaces.yaml"),
-                        str(workspace)], check=True, capture_output=True)
+        # One init at a time: the first tempest ever run on a machine creates ~/.tempest/etc,
+        # and two at once race on it (one fails with "File exists").
+        with _INIT_LOCK:
+            init = subprocess.run([str(tempest), "init", "--workspace-path",
+                                   str(out / f"{target.name}.workspaces.yaml"), str(workspace)],
+                                  capture_output=True, text=True)
+        if init.returncode != 0:
+            raise RuntimeError(f"tempest init {workspace} failed ({init.returncode}): {init.stderr[-2000:]}")
     for sub in ("etc", "logs", "locks"):
         (workspace / sub).mkdir(exist_ok=True)
     conf = workspace / "etc" / "tempest.conf"

@@ -9,7 +9,8 @@ import pytest
 
 from tests.conformance import tempest_runner
 
-pytestmark = pytest.mark.integration
+# Alone: it compares two Tempest runs, which other tests' load must not skew.
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ import openstack.exceptions as os_exc
 CENTRAL = "CentralRegion"
 
 
-def eventually(check, timeout: float = 120, interval: float = 1.0, what: str = "condition"):
-    """Poll until ``check()`` returns a truthy value (jobs run asynchronously)."""
+def eventually(check, timeout: float = 120, interval: float = 1.0, what="condition"):
+    """Poll until ``check()`` returns a truthy value (jobs run asynchronously).
+    ``what`` may be a callable: it then describes the state at the timeout."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -18,7 +19,24 @@ def eventually(check, timeout: float = 120, interval: float = 1.0, what: str = "
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}; last: {last!r}")
+
+
+def merged_equals_direct(direct, merged, minimum: int = 0, what: str = "merged == direct") -> int:
+    """Wait until ``merged()`` (a total through Isthmus) equals ``direct()`` (the regions'
+    own total) at a moment the direct total held still around the merged read: other
+    tests create and delete in the same project at the same time. Returns the total."""
+    seen: list = []
+
+    def quiet_and_equal() -> bool:
+        before = direct()
+        total = merged()
+        after = direct()
+        seen[:] = [before, total, after]
+        return before == after == total and total >= minimum
+
+    eventually(quiet_and_equal, timeout=180, interval=2, what=lambda: f"{what} (direct, merged, direct: {seen})")
+    return seen[1]
 
 
 def delete_network(conn, network_id: str) -> bool:

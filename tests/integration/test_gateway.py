@@ -347,6 +347,7 @@ def test_28_images_through_the_gateway(gw):
     assert gw.call("GET", f"/images/{uuid.uuid4()}").status_code == 404
 
 
+@pytest.mark.exclusive
 def test_29_quotas_enforced_across_regions(gw):
     admin_id = gw.project("isthmus-admin")
     project = gw.project()
@@ -482,6 +483,7 @@ def test_replies_carry_nova_legacy_version_header_and_the_regions_request_id(gw)
 
 # --- 22: a region down ------------------------------------------------------------------------
 
+@pytest.mark.exclusive
 def test_22_region_down_is_skipped_503_by_id_and_strict(gw, tmp_path):
     from isthmus.sandbox import nova, process
 

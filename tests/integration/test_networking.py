@@ -416,6 +416,7 @@ def _isthmus(sandbox, *args):
     return isthmus(*args[:2], "--state-dir", str(sandbox.state_dir), *args[2:])
 
 
+@pytest.mark.exclusive
 def test_a_region_down_blocks_nothing_else_and_loses_nothing(sandbox, central, admin, stretched):
     net, subnet = stretched
     one, two = sandbox.regions
@@ -457,6 +458,7 @@ def test_drift_in_a_region_is_repaired_by_a_reconcile_job(sandbox, central, admi
     eventually(lambda: admin[one].network.get_subnet(subnet.id).dns_nameservers == [], what="dns restored")
 
 
+@pytest.mark.exclusive
 def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
     net, _ = stretched
     one, two = sandbox.regions
@@ -482,6 +484,7 @@ def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
     assert len([p for p in admin[one].network.ports(network_id=net.id) if p.id == port_two.id]) == 1
 
 
+@pytest.mark.exclusive
 def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, admin, stretched):
     """B17: with ``[isthmus] cross_region_l2 = noop`` no region holds shadow ports."""
     from isthmus.sandbox import xjob

@@ -147,6 +147,7 @@ def _bound_in(admin, port_id: str, region: str) -> bool:
     return bound_region({"binding:host_id": port.binding_host_id, "binding:profile": port.binding_profile}) == region
 
 
+@pytest.mark.exclusive
 def test_central_down_mid_boot_then_back_bindings_and_shadows_converge(sandbox, central, admin, stretched):
     """What is copied keeps working while central is down: a boot on a copied
     port, lookups by name, and the delete of a server; central learns all of it
@@ -180,6 +181,7 @@ def test_central_down_mid_boot_then_back_bindings_and_shadows_converge(sandbox, 
     assert anchor.id
 
 
+@pytest.mark.exclusive
 def test_binding_sync_repairs_what_a_restarted_region_forgot_to_report(sandbox, central, admin, stretched):
     """A report still queued when the region's neutron-server restarted is lost;
     the worker's binding_sync repairs central from the region's own state."""
@@ -245,6 +247,7 @@ def _service_pid(sandbox, name: str) -> int:
     return record.pid
 
 
+@pytest.mark.exclusive
 def test_a_hung_region_blocks_no_other_and_its_jobs_resume(sandbox, central, admin, stretched):
     """neutron-server of RegionTwo stopped with SIGSTOP: it accepts connections
     and never answers. Calls to it time out, its breaker fails the rest fast,

@@ -79,3 +79,22 @@ def test_stock_neutron_has_its_own_port_and_stock_ml2(tmp_path):
     neutron.write_config(layout, STOCK_NEUTRON)
     conf = (layout.etc / f"neutron-{STOCK_NEUTRON}" / "neutron.conf").read_text()
     assert "core_plugin = ml2" in conf and "isthmus" not in conf.split("[keystone_authtoken]")[0]
+
+
+def test_octavia_is_off_by_default_and_catalogued_per_region_when_on(tmp_path):
+    from isthmus.sandbox import keystone
+
+    plain = Layout(tmp_path / "plain")
+    assert not any(name.startswith("octavia") for name in dict(planned_ports(plain)))
+    assert not [e for e in keystone.catalog(plain) if e.type == "load-balancer"]
+    layout = Layout(tmp_path / "lb", base_port=30000, octavia=True)
+    ports = dict(planned_ports(layout))
+    assert ports["octavia-api-RegionOne"] == 30015 and ports["octavia-api-RegionTwo"] == 30025
+    assert len(set(ports.values())) == len(ports)
+    lbs = {e.region: e.url for e in keystone.catalog(layout) if e.type == "load-balancer"}
+    assert lbs == {"RegionOne": "http://127.0.0.1:30015", "RegionTwo": "http://127.0.0.1:30025"}
+
+
+def test_octavia_needs_compute(tmp_path):
+    with pytest.raises(ValueError, match="--octavia"):
+        Layout(tmp_path, compute=False, octavia=True)

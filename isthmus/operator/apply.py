@@ -1,0 +1,110 @@
+"""Create-or-patch to the desired state, and prune what is no longer desired.
+
+A managed object is patched only when a field the operator sets differs from
+the stored one (fields the API server or others add are left alone), so a
+re-run, a restart or a timer tick sends no write at all, and hand-made drift in
+an operator-set field is undone. Generated objects (keys) are created once and
+never patched; Jobs are never patched (their pod template is immutable).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping
+
+from isthmus.operator import objects
+from isthmus.operator.kube import Kube, encode_secret
+
+LOG = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+# The fields of each kind the operator owns (besides labels, annotations and owners).
+OWNED_FIELDS = {"Secret": ("data", "type"), "ConfigMap": ("data",), "Service": ("spec",),
+                "Deployment": ("spec",), "Job": (), "EndpointRegistration": ("spec",)}
+DEFAULT_OWNED = ("spec",)
+
+
+def covers(actual: Any, desired: Any) -> bool:
+    """Every value set in ``desired`` is present and equal in ``actual``."""
+    if isinstance(desired, Mapping):
+        return isinstance(actual, Mapping) and all(covers(actual.get(k), v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (isinstance(actual, list) and len(actual) == len(desired)
+                and all(covers(a, d) for a, d in zip(actual, desired)))
+    return actual == desired
+
+
+def desired_patch(desired: Obj, actual: Obj) -> Obj | None:
+    """The merge patch that brings ``actual`` to ``desired``, or None if nothing differs."""
+    patch: Obj = {}
+    meta_patch: Obj = {}
+    for key in ("labels", "annotations"):
+        wanted = desired["metadata"].get(key) or {}
+        if not covers(actual["metadata"].get(key) or {}, wanted):
+            meta_patch[key] = wanted
+    if desired["metadata"].get("ownerReferences") and not covers(
+            actual["metadata"].get("ownerReferences") or [], desired["metadata"]["ownerReferences"]):
+        meta_patch["ownerReferences"] = desired["metadata"]["ownerReferences"]
+    if meta_patch:
+        patch["metadata"] = meta_patch
+    for field in OWNED_FIELDS.get(desired["kind"], DEFAULT_OWNED):
+        if field in desired and not covers(actual.get(field), desired[field]):
+            patch[field] = desired[field]
+    return patch or None
+
+
+async def ensure(kube: Kube, desired: Obj) -> Obj:
+    """Create ``desired`` or patch the stored object to it; return the stored object."""
+    desired = encode_secret(desired)
+    meta = desired["metadata"]
+    actual = await kube.get(desired["kind"], meta.get("namespace"), meta["name"])
+    if actual is None:
+        LOG.info("creating %s %s/%s", desired["kind"], meta.get("namespace"), meta["name"])
+        return await kube.create(desired)
+    annotations = meta.get("annotations") or {}
+    if annotations.get(objects.GENERATED) or annotations.get(objects.CREATE_ONLY):
+        return actual
+    patch = desired_patch(desired, actual)
+    if patch is None:
+        return actual
+    LOG.info("patching %s %s/%s: %s", desired["kind"], meta.get("namespace"), meta["name"], sorted(patch))
+    return await kube.patch(desired["kind"], meta.get("namespace"), meta["name"], patch) or actual
+
+
+async def ensure_all(kube: Kube, desired: Iterable[Obj]) -> dict[tuple[str, str], Obj]:
+    """Ensure each object in order; the stored objects by (kind, name)."""
+    out = {}
+    for obj in desired:
+        out[(obj["kind"], obj["metadata"]["name"])] = await ensure(kube, obj)
+    return out
+
+
+def owned_by(obj: Obj, owner: Obj) -> bool:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == owner["kind"] and ref.get("name") == owner["metadata"]["name"] and ref.get("controller"):
+            return True
+    return False
+
+
+async def prune(kube: Kube, owner: Obj, kinds: Iterable[str], keep: Iterable[Obj],
+                namespace: str | None = None) -> list[str]:
+    """Delete the objects of ``kinds`` that ``owner`` manages but no longer wants
+    (a disabled feature, a removed region, a superseded Job)."""
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in keep}
+    selector = {"app.kubernetes.io/managed-by": objects.MANAGED_BY,
+                "app.kubernetes.io/instance": owner["metadata"]["name"]}
+    where = namespace or owner["metadata"].get("namespace")
+    deleted = []
+    for kind in kinds:
+        for obj in await kube.list(kind, where, selector):
+            key = (kind, obj["metadata"]["name"])
+            if key in wanted:
+                continue
+            # Same-namespace objects must be ours by owner reference; cross-namespace
+            # ones (the CCM's Secret) carry only the labels.
+            if where == owner["metadata"].get("namespace") and not owned_by(obj, owner):
+                continue
+            LOG.info("deleting %s %s/%s (no longer desired)", kind, where, key[1])
+            await kube.delete(kind, where, key[1])
+            deleted.append(f"{kind}/{key[1]}")
+    return deleted

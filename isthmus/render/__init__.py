@@ -1,0 +1,9 @@
+"""Pure configuration rendering shared by the sandbox and the Kubernetes operator.
+
+Every function here maps plain values (frozen dataclasses) to INI sections or
+text; nothing reads files, starts processes or knows about the sandbox's
+Layout or a Kubernetes object. The sandbox (``isthmus/sandbox/*``) and the
+operator (``isthmus/operator/objects.py``) both call these functions, so the
+files a sandbox runs and the ConfigMaps/Secrets an operator writes cannot
+drift apart (issue 13).
+"""

@@ -1,0 +1,76 @@
+"""oslo.config INI text from nested dicts, and the sections every service shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+Sections = Mapping[str, Mapping[str, Any]]
+
+
+def render(sections: Sections) -> str:
+    """INI text; ``None`` values are left out, booleans are oslo's true/false."""
+    out: list[str] = []
+    for section, options in sections.items():
+        out.append(f"[{section}]")
+        for key, value in options.items():
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, (list, tuple)):
+                value = ",".join(str(v) for v in value)
+            out.append(f"{key} = {value}")
+        out.append("")
+    return "\n".join(out)
+
+
+def prune(sections: Sections) -> dict[str, dict[str, Any]]:
+    """Drop sections whose every value is None (an operator leaves the product
+    defaults alone where the sandbox sets tuning values)."""
+    return {name: dict(options) for name, options in sections.items()
+            if any(value is not None for value in options.values())}
+
+
+@dataclass(frozen=True)
+class ServiceUser:
+    """A Keystone service user in the ``service`` project.
+
+    ``auth_url`` is what the service calls (Keystone's internal URL in a cluster);
+    ``public_auth_url`` is what it tells clients (``www_authenticate_uri``),
+    the same URL unless given."""
+
+    auth_url: str
+    username: str
+    password: str
+    region: str
+    public_auth_url: str | None = None
+
+    def in_region(self, region: str) -> "ServiceUser":
+        return ServiceUser(self.auth_url, self.username, self.password, region, self.public_auth_url)
+
+
+def password_auth(user: ServiceUser) -> dict[str, Any]:
+    """keystoneauth password options of a service user in the ``service`` project."""
+    return {
+        "auth_url": user.auth_url,
+        "auth_type": "password",
+        "username": user.username,
+        "password": user.password,
+        "project_name": "service",
+        "user_domain_name": "Default",
+        "project_domain_name": "Default",
+        # Without it a client may pick another region's endpoint (identity included).
+        "region_name": user.region,
+    }
+
+
+def keystone_authtoken(user: ServiceUser) -> dict[str, Any]:
+    """The ``[keystone_authtoken]`` section every API service carries."""
+    return {"www_authenticate_uri": user.public_auth_url or user.auth_url, **password_auth(user),
+            "service_token_roles_required": True}
+
+
+def service_client(user: ServiceUser) -> dict[str, Any]:
+    """A client section (``[neutron]``, ``[placement]``, ...) that calls another service."""
+    return {**password_auth(user), "valid_interfaces": "internal,public"}

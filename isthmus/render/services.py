@@ -1,0 +1,133 @@
+"""Config sections of Keystone and of the Isthmus services: the gateway,
+``isthmus-xjob`` and the Admin API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from isthmus.render.ini import ServiceUser, keystone_authtoken, service_client
+
+Sections = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class KeystoneValues:
+    database_connection: str
+    fernet_key_repository: str
+    credential_key_repository: str
+    token_expiration: int = 86400
+    # bcrypt rounds; the sandbox uses 4 for fast logins, production leaves the default.
+    password_hash_rounds: int | None = None
+    memcache_servers: tuple[str, ...] = ()
+    debug: bool = False
+
+
+def keystone_conf(values: KeystoneValues) -> Sections:
+    sections: Sections = {
+        "DEFAULT": {"debug": values.debug},
+        "database": {"connection": values.database_connection},
+        "token": {"provider": "fernet", "expiration": values.token_expiration},
+        "fernet_tokens": {"key_repository": values.fernet_key_repository},
+        "credential": {"key_repository": values.credential_key_repository},
+        "identity": {"password_hash_rounds": values.password_hash_rounds},
+    }
+    if values.memcache_servers:
+        sections["cache"] = {"enabled": True, "backend": "dogpile.cache.pymemcache",
+                             "memcache_servers": list(values.memcache_servers)}
+    return sections
+
+
+@dataclass(frozen=True)
+class GatewayValues:
+    bind_host: str
+    bind_port: int
+    public_url: str
+    central_region: str
+    master_region: str
+    database_connection: str
+    # The ``isthmus`` service user, in the central region.
+    service_user: ServiceUser
+    list_timeout: int | None = 10
+    catalog_ttl: int | None = 60
+    # Which catalogue interface the gateway forwards to.
+    interface: str = "public"
+    debug: bool = False
+
+
+def gateway_conf(values: GatewayValues) -> Sections:
+    return {
+        "DEFAULT": {"debug": values.debug},
+        "gateway": {
+            "bind_host": values.bind_host, "bind_port": values.bind_port,
+            "public_url": values.public_url, "central_region": values.central_region,
+            "master_region": values.master_region, "list_timeout": values.list_timeout,
+            "catalog_ttl": values.catalog_ttl,
+        },
+        "database": {"connection": values.database_connection},
+        "keystone_authtoken": keystone_authtoken(values.service_user),
+        "service_credentials": {**service_client(values.service_user), "interface": values.interface},
+    }
+
+
+@dataclass(frozen=True)
+class JobTuning:
+    """``[jobs]`` knobs; None leaves the product default (isthmus/jobs/config.py)."""
+
+    workers: int | None = None
+    lease_seconds: float | None = None
+    poll_interval: float | None = None
+    retry_base_delay: float | None = None
+    retry_max_delay: float | None = None
+    max_attempts: int | None = None
+
+
+# The sandbox favours quick convergence: short leases and resyncs.
+SANDBOX_JOB_TUNING = JobTuning(workers=8, lease_seconds=20, poll_interval=0.5, retry_base_delay=1,
+                               retry_max_delay=15, max_attempts=20)
+
+
+@dataclass(frozen=True)
+class XJobValues:
+    database_connection: str
+    central_region: str
+    service_user: ServiceUser
+    jobs: JobTuning = JobTuning()
+    resync_interval: float | None = None
+    timeout: int = 30
+    debug: bool = False
+    # Prometheus /metrics of the worker (it has no other HTTP server); None: off.
+    metrics_port: int | None = None
+    metrics_bind_host: str = "127.0.0.1"
+
+
+def xjob_conf(values: XJobValues) -> Sections:
+    jobs = values.jobs
+    return {
+        "DEFAULT": {"debug": values.debug},
+        "database": {"connection": values.database_connection},
+        "jobs": {"workers": jobs.workers, "lease_seconds": jobs.lease_seconds, "poll_interval": jobs.poll_interval,
+                 "retry_base_delay": jobs.retry_base_delay, "retry_max_delay": jobs.retry_max_delay,
+                 "max_attempts": jobs.max_attempts},
+        "isthmus": {"central_region": values.central_region, "resync_interval": values.resync_interval},
+        "isthmus_service": {**service_client(values.service_user), "timeout": values.timeout},
+        **({"metrics": {"port": values.metrics_port, "bind_host": values.metrics_bind_host}}
+           if values.metrics_port is not None else {}),
+    }
+
+
+@dataclass(frozen=True)
+class AdminAPIValues:
+    bind_host: str
+    bind_port: int
+    database_connection: str
+    service_user: ServiceUser
+    debug: bool = False
+
+
+def admin_api_conf(values: AdminAPIValues) -> Sections:
+    return {
+        "DEFAULT": {"debug": values.debug, "bind_host": values.bind_host, "bind_port": values.bind_port},
+        "database": {"connection": values.database_connection},
+        "keystone_authtoken": keystone_authtoken(values.service_user),
+    }

@@ -1,0 +1,34 @@
+"""Shared fixtures of the operator tests: a MultiRegionCloud and its passwords."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+PASSWORDS = {"admin-password": "adm1n", "service-password": "s3rvice", "database-password": "db-pw",
+             "transport-url": "rabbit://u:p@rabbit:5672/"}
+
+
+def make_cloud(name: str = "cloud", namespace: str = "ns1", **spec_overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "secret": "passwords",
+        "database": {"host": "db.example"},
+        "identity": {"memcachedServers": ["mc:11211"]},
+        "regions": [{"name": "RegionOne"}, {"name": "RegionTwo"}],
+        "cloudControllerManager": {"enabled": True, "credentialsSecretRef": {"name": "appcred"}},
+    }
+    spec.update(copy.deepcopy(spec_overrides))
+    return {"apiVersion": "isthmus.dev/v1alpha1", "kind": "MultiRegionCloud",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": spec}
+
+
+def passwords_secret(namespace: str = "ns1") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "passwords", "namespace": namespace},
+            "stringData": dict(PASSWORDS)}
+
+
+@pytest.fixture
+def cloud() -> dict[str, Any]:
+    return make_cloud()

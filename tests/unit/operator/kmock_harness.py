@@ -1,0 +1,229 @@
+"""The kmock tier's harness: the real operator (kopf + isthmus.operator.handlers) in-process
+against the kmock Kubernetes emulator.
+
+kmock stores objects and serves list/watch/patch, nothing more: no uid, no
+generation, no defaulting, no GC, no controllers. So, as openstack-k8s-operators'
+envtest suites do, the tests *simulate* the world: :func:`simulate_ready` patches
+Deployment and Job statuses; the harness's client fills ``uid`` and
+``metadata.generation`` (bumped on spec changes) as an API server would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from typing import Any, Callable
+
+os.environ.setdefault("ISTHMUS_OPERATOR_RESYNC", "30")
+os.environ.setdefault("ISTHMUS_OPERATOR_WATCH_TIMEOUT", "30")
+
+import kopf  # noqa: E402
+
+from isthmus.operator import GROUP, VERSION, handlers  # noqa: E402
+from isthmus.operator.crds import KINDS  # noqa: E402
+from isthmus.operator.kube import RESOURCES, Kube  # noqa: E402
+
+Obj = dict[str, Any]
+NS = "ns1"
+REQUEST_LOG_KEPT = 200
+
+
+class ServerLikeKube(Kube):
+    """Plays the API server's metadata bookkeeping that kmock leaves out."""
+
+    async def create(self, obj: Obj) -> Obj:
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("generation", 1)
+        # kopf's finalizer patches test resourceVersion; kmock keeps whatever is stored.
+        meta.setdefault("resourceVersion", "1")
+        return await super().create(obj)
+
+    async def patch(self, kind: str, namespace: str | None, name: str, patch: Obj,
+                    subresource: str | None = None) -> Obj | None:
+        if subresource is None and "spec" in patch:
+            current = await self.get(kind, namespace, name)
+            if current is not None:
+                generation = (current["metadata"].get("generation") or 1) + 1
+                patch = {**patch, "metadata": {**patch.get("metadata", {}), "generation": generation}}
+        return await super().patch(kind, namespace, name, patch, subresource)
+
+
+def register_resources(kmock: Any) -> None:
+    verbs = {"get", "list", "watch", "create", "update", "patch", "delete"}
+    for kind, (plural, short, _) in KINDS.items():
+        kmock.resources[f"{GROUP}/{VERSION}/{plural}"] = {
+            "namespaced": True, "kind": kind, "singular": kind.lower(), "verbs": verbs, "shortnames": {short},
+            "categories": set(), "subresources": {"status"}}
+    # kopf waits for namespaces and CRDs to be discoverable before it watches anything.
+    for path, kind in (("v1/namespaces", "Namespace"),
+                       ("apiextensions.k8s.io/v1/customresourcedefinitions", "CustomResourceDefinition")):
+        kmock.resources[path] = {"namespaced": False, "kind": kind, "singular": kind.lower(), "verbs": verbs,
+                                 "shortnames": set(), "categories": set(), "subresources": set()}
+    for kind, res in RESOURCES.items():
+        if res.group == GROUP:
+            continue
+        kmock.resources[f"{res.api_version}/{res.plural}"] = {
+            "namespaced": True, "kind": kind, "singular": kind.lower(), "verbs": verbs, "shortnames": set(),
+            "categories": set(), "subresources": {"status"} if kind in ("Deployment", "Job") else set()}
+
+
+class Operator:
+    """A running operator plus a test client for the emulator."""
+
+    def __init__(self, kmock: Any) -> None:
+        self.kmock = kmock
+        self.client = ServerLikeKube(str(kmock.url))
+        self.stop_flag = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.trimmer: asyncio.Task | None = None
+
+    async def _trim_request_log(self) -> None:
+        """kmock keeps every request it served and matches each new one by scanning that
+        log (per reaction too), so a test's cost grows with the square of its requests:
+        a long test slowed from ~60 to ~7 requests/s. These tests never assert on the
+        log; keep its tail (a request is matched right after it is appended)."""
+        while True:
+            await asyncio.sleep(0.5)
+            del self.kmock._requests[:-REQUEST_LOG_KEPT]
+            for reaction in self.kmock._payloads:
+                del reaction._requests[:-REQUEST_LOG_KEPT]
+
+    async def start(self) -> None:
+        if self.trimmer is None:
+            self.trimmer = asyncio.create_task(self._trim_request_log())
+        os.environ["ISTHMUS_OPERATOR_SERVER"] = str(self.kmock.url).rstrip("/")
+        handlers.STATE["kube_factory"] = lambda info: ServerLikeKube(info.server)
+        settings = kopf.OperatorSettings()
+        settings.watching.server_timeout = 30
+        settings.networking.error_backoffs = [0.1, 0.2, 0.5]
+        self.task = asyncio.create_task(kopf.operator(
+            clusterwide=True, standalone=True, stop_flag=self.stop_flag, settings=settings))
+        await self.until(lambda: "queue" in handlers.STATE, "operator login")
+
+    async def stop(self) -> None:
+        self.stop_flag.set()
+        if self.task is not None:
+            try:
+                await asyncio.wait_for(self.task, timeout=10)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self.task.cancel()
+        await self.client.close()
+        os.environ.pop("ISTHMUS_OPERATOR_SERVER", None)
+
+    async def close(self) -> None:
+        await self.stop()
+        if self.trimmer is not None:
+            self.trimmer.cancel()
+            self.trimmer = None
+
+    async def restart(self) -> None:
+        await self.stop()
+        self.stop_flag = asyncio.Event()
+        self.client = ServerLikeKube(str(self.kmock.url))
+        await self.start()
+
+    # --- the world -------------------------------------------------------------------------------
+
+    async def create(self, obj: Obj) -> Obj:
+        obj.setdefault("metadata", {}).setdefault("namespace", NS)
+        return await self.client.create(obj)
+
+    async def get(self, kind: str, name: str, namespace: str = NS) -> Obj | None:
+        return await self.client.get(kind, namespace, name)
+
+    async def list(self, kind: str, namespace: str = NS, **labels: str) -> list[Obj]:
+        return await self.client.list(kind, namespace, labels or None)
+
+    async def patch(self, kind: str, name: str, patch: Obj, namespace: str = NS, subresource: str | None = None):
+        return await self.client.patch(kind, namespace, name, patch, subresource)
+
+    async def delete(self, kind: str, name: str, namespace: str = NS) -> None:
+        await self.client.delete(kind, namespace, name)
+
+    async def until(self, check: Callable[[], Any], what: str, timeout: float = 40.0) -> Any:
+        """Poll a sync or async check until it returns something truthy."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = check()
+            if asyncio.iscoroutine(last):
+                last = await last
+            if last:
+                return last
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what} (last: {last!r}; "
+                             f"{len(self.kmock.objects)} objects in the emulator)")
+
+    async def condition(self, kind: str, name: str, type_: str) -> Obj | None:
+        obj = await self.get(kind, name)
+        for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+            if c["type"] == type_:
+                return c
+        return None
+
+    async def wait_condition(self, kind: str, name: str, type_: str, status: str, timeout: float = 40.0) -> Obj:
+        async def check():
+            c = await self.condition(kind, name, type_)
+            return c if c and c["status"] == status else None
+        try:
+            return await self.until(check, f"{kind} {name} {type_}={status}", timeout)
+        except AssertionError as exc:
+            obj = await self.get(kind, name)
+            from isthmus.operator.kube import RESOURCES
+            res = RESOURCES[kind]
+            try:
+                versions = [ [(c["type"], c["status"]) for c in ((v or {}).get("status") or {}).get("conditions", [])]
+                            for v in self.kmock.objects[f"{res.api_version}/{res.plural}", NS, name].history]
+            except Exception as e:  # noqa
+                versions = repr(e)
+            raise AssertionError(f"{exc}; conditions: {((obj or {}).get('status') or {}).get('conditions')}; "
+                                 f"history {versions}")
+
+    async def simulate_ready(self, namespace: str = NS) -> int:
+        """Mark every managed Deployment ready and every Job complete (as lib-common's
+        SimulateDeploymentReplicaReady / SimulateJobSuccess do); the number changed."""
+        changed = 0
+        for dep in await self.list("Deployment", namespace):
+            replicas = dep["spec"].get("replicas", 1)
+            generation = dep["metadata"].get("generation", 1)
+            want = {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
+                    "updatedReplicas": replicas, "observedGeneration": generation}
+            if any((dep.get("status") or {}).get(k) != v for k, v in want.items()):
+                await self.patch("Deployment", dep["metadata"]["name"], {"status": want}, namespace, "status")
+                changed += 1
+        for job in await self.list("Job", namespace):
+            if not (job.get("status") or {}).get("succeeded"):
+                await self.patch("Job", job["metadata"]["name"], {"status": {"succeeded": 1, "conditions": [
+                    {"type": "Complete", "status": "True"}]}}, namespace, "status")
+                changed += 1
+        return changed
+
+    async def converge(self, kind: str, name: str, timeout: float = 60.0) -> Obj:
+        """Simulate readiness until ``kind name`` is Ready=True."""
+        async def check():
+            await self.simulate_ready()
+            c = await self.condition(kind, name, "Ready")
+            return c if c and c["status"] == "True" else None
+        try:
+            return await self.until(check, f"{kind} {name} Ready", timeout)
+        except AssertionError as exc:
+            obj = await self.get(kind, name)
+            raise AssertionError(f"{exc}; conditions: {((obj or {}).get('status') or {}).get('conditions')}")
+
+    async def settle(self) -> None:
+        """Until the operator's queue is empty twice in a row (no reconcile in flight)."""
+        for _ in range(2):
+            await handlers.queue().idle()
+            await asyncio.sleep(0.2)
+
+    def versions(self, kinds: tuple[str, ...] = ("Secret", "ConfigMap", "Service", "Deployment", "Job")) -> dict:
+        """How many versions kmock holds of each object of ``kinds`` (a write adds one)."""
+        plurals = {f"{RESOURCES[k].api_version}/{RESOURCES[k].plural}" for k in kinds}
+        out = {}
+        for (resource, namespace, name), obj in list(self.kmock.objects.items()):
+            if f"{resource.group + '/' if resource.group else ''}{resource.version}/{resource.plural}" in plurals:
+                out[(resource.plural, namespace, name)] = len(obj.history)
+        return out

@@ -1,0 +1,272 @@
+"""spec -> objects: the pure functions the handlers and ``isthmus operator render`` share."""
+
+from __future__ import annotations
+
+import configparser
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from isthmus.ccm.config import parse_config
+from isthmus.operator import objects
+from isthmus.operator.render import render_documents
+from tests.unit.operator.conftest import PASSWORDS, make_cloud, passwords_secret
+
+CREDS = objects.Credentials.from_secret_data(PASSWORDS)
+
+
+def ini(text: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(text)
+    return parser
+
+
+def by_name(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objs}
+
+
+def children(cloud) -> dict[str, dict[str, Any]]:
+    return by_name(objects.cloud_children(cloud))
+
+
+def test_children_names_owners_and_labels(cloud) -> None:
+    kids = objects.cloud_children(cloud)
+    assert [(k["kind"], k["metadata"]["name"]) for k in kids] == [
+        ("IdentityService", "cloud-identity"), ("Region", "cloud-region-regionone"),
+        ("Region", "cloud-region-regiontwo"), ("CentralNetwork", "cloud-central-network"),
+        ("APIGateway", "cloud-api-gateway"), ("CloudControllerConfig", "cloud-ccm")]
+    for kid in kids:
+        (ref,) = kid["metadata"]["ownerReferences"]
+        assert ref == {"apiVersion": "isthmus.dev/v1alpha1", "kind": "MultiRegionCloud", "name": "cloud",
+                       "uid": "uid-cloud", "controller": True, "blockOwnerDeletion": True}
+        assert kid["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "isthmus-operator"
+        assert kid["metadata"]["labels"]["app.kubernetes.io/part-of"] == "cloud"
+    assert children(cloud)["cloud-region-regiontwo"]["metadata"]["labels"]["isthmus.dev/region"] == "RegionTwo"
+
+
+def test_disabled_sections_have_no_child() -> None:
+    kids = children(make_cloud(apiGateway={"enabled": False}, cloudControllerManager={"enabled": False},
+                               centralNetwork={"enabled": False}))
+    assert set(kids) == {"cloud-identity", "cloud-region-regionone", "cloud-region-regiontwo"}
+    assert "centralNetworkRef" not in kids["cloud-region-regionone"]["spec"]
+
+
+def test_identity_objects(cloud) -> None:
+    ids = children(cloud)["cloud-identity"]
+    objs = by_name(objects.identity_objects(ids, CREDS))
+    conf = ini(objs["cloud-identity-config"]["stringData"]["keystone.conf"])
+    assert conf["database"]["connection"] == "mysql+pymysql://keystone:db-pw@db.example:3306/keystone?charset=utf8"
+    assert conf["cache"]["memcache_servers"] == "mc:11211"
+    for keys in ("cloud-identity-fernet-keys", "cloud-identity-credential-keys"):
+        assert set(objs[keys]["stringData"]) == {"0", "1"}
+        assert objs[keys]["metadata"]["annotations"][objects.GENERATED] == "true"
+    env = {e["name"]: e.get("value") for e in
+           objs["cloud-identity-bootstrap"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["OS_BOOTSTRAP_REGION_ID"] == "CentralRegion"
+    assert objs["cloud-identity"]["spec"]["replicas"] == 1
+    for svc in ("cloud-identity-public", "cloud-identity-internal"):
+        assert objs[svc]["spec"]["ports"][0]["port"] == 5000
+    assert objects.identity_endpoints(ids) == objects.Endpoints(
+        "http://cloud-identity-public.ns1.svc:5000/v3", "http://cloud-identity-internal.ns1.svc:5000/v3")
+
+
+def region_objs(cloud, name="cloud-region-regionone") -> dict[str, dict[str, Any]]:
+    kids = children(cloud)
+    keystone = objects.identity_endpoints(kids["cloud-identity"])
+    return by_name(objects.region_objects(kids[name], CREDS, keystone))
+
+
+def test_region_neutron_config(cloud) -> None:
+    objs = region_objs(cloud)
+    files = objs["cloud-region-regionone-neutron-config"]["stringData"]
+    conf, ml2 = ini(files["neutron.conf"]), ini(files["ml2_conf.ini"])
+    assert conf["DEFAULT"]["core_plugin"] == "isthmus_local"
+    assert conf["isthmus"]["central_region"] == "CentralRegion"
+    assert conf["isthmus"]["region_name"] == "RegionOne"
+    assert conf["keystone_authtoken"]["auth_url"] == "http://cloud-identity-internal.ns1.svc:5000/v3"
+    assert conf["keystone_authtoken"]["www_authenticate_uri"] == "http://cloud-identity-public.ns1.svc:5000/v3"
+    assert conf["keystone_authtoken"]["region_name"] == "RegionOne"
+    assert conf["isthmus_central"]["region_name"] == "RegionOne"
+    assert ml2["ml2_type_vxlan"]["vni_ranges"] == "100000:199999"
+    two = region_objs(cloud, "cloud-region-regiontwo")
+    assert ini(two["cloud-region-regiontwo-neutron-config"]["stringData"]["ml2_conf.ini"])[
+        "ml2_type_vxlan"]["vni_ranges"] == "200000:299999"
+
+
+def test_region_network_attachments_annotation() -> None:
+    cloud = make_cloud(regions=[{"name": "RegionOne", "neutron": {"networkAttachments": ["internalapi", "tenant"]}}])
+    template = region_objs(cloud)["cloud-region-regionone-neutron"]["spec"]["template"]
+    assert json.loads(template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]) == [
+        {"name": "internalapi", "namespace": "ns1"}, {"name": "tenant", "namespace": "ns1"}]
+
+
+def test_region_registrations_follow_nova_and_cinder() -> None:
+    plain = region_objs(make_cloud())
+    regs = {o["spec"]["serviceType"]: o for o in plain.values() if o["kind"] == "EndpointRegistration"}
+    assert set(regs) == {"identity", "network"}
+    assert regs["network"]["spec"]["region"] == "RegionOne"
+    assert set(regs["network"]["spec"]["endpoints"]) == {"public", "internal"}
+    deploy = region_objs(make_cloud(regions=[{"name": "RegionOne", "nova": {"enabled": True}}]))
+    assert "cloud-region-regionone-nova-api" in deploy and "cloud-region-regionone-nova-public" in deploy
+    assert any(o["kind"] == "EndpointRegistration" and o["spec"]["serviceType"] == "compute" for o in deploy.values())
+    external = region_objs(make_cloud(regions=[{"name": "RegionOne", "nova": {
+        "enabled": True, "mode": "External", "externalEndpoints": {"public": "https://n/v2.1", "internal": "http://i"}}}]))
+    assert "cloud-region-regionone-nova-api" not in external
+    assert external["cloud-region-regionone-compute"]["spec"]["endpoints"] == {"public": "https://n/v2.1",
+                                                                             "internal": "http://i"}
+
+
+def test_custom_service_config_changes_only_its_region_and_its_hash() -> None:
+    base = make_cloud()
+    changed = make_cloud(regions=[{"name": "RegionOne", "neutron": {"customServiceConfig": "[DEFAULT]\ndebug=true\n"}},
+                                  {"name": "RegionTwo"}])
+    before, after = region_objs(base), region_objs(changed)
+    assert after["cloud-region-regionone-neutron-config"]["stringData"]["custom.conf"].startswith("[DEFAULT]")
+
+    def hash_of(objs, name):
+        return objs[name]["spec"]["template"]["metadata"]["annotations"][objects.CONFIG_HASH]
+
+    assert hash_of(before, "cloud-region-regionone-neutron") != hash_of(after, "cloud-region-regionone-neutron")
+    two = "cloud-region-regiontwo"
+    assert region_objs(base, two) == region_objs(changed, two)
+
+
+def test_tls_makes_https_and_mounts_the_cert() -> None:
+    cloud = make_cloud(tls={"enabled": True, "publicCertSecret": "cert"})
+    ids = children(cloud)["cloud-identity"]
+    assert objects.identity_endpoints(ids).public.startswith("https://")
+    pod = by_name(objects.identity_objects(ids, CREDS))["cloud-identity"]["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": "cert"}} in pod["volumes"]
+    assert "--certfile" in pod["containers"][0]["command"]
+
+
+def test_central_network_objects(cloud) -> None:
+    kids = children(cloud)
+    keystone = objects.identity_endpoints(kids["cloud-identity"])
+    listed = objects.central_objects(kids["cloud-central-network"], CREDS, keystone, [("RegionOne", "az1")])
+    objs = by_name(listed)
+    deployments = {o["metadata"]["name"] for o in listed if o["kind"] == "Deployment"}
+    services = {o["metadata"]["name"] for o in listed if o["kind"] == "Service"}
+    assert deployments == {"cloud-central-network-neutron", "cloud-central-network-admin-api",
+                           "cloud-central-network-xjob"}
+    assert "cloud-central-network-admin-api" in services
+    conf = ini(objs["cloud-central-network-neutron-config"]["stringData"]["neutron.conf"])
+    assert conf["DEFAULT"]["core_plugin"] == "isthmus_central"
+    assert conf["DEFAULT"]["service_plugins"] == "isthmus_central_l3"
+    admin = objs["cloud-central-network-multiregion"]["spec"]
+    assert (admin["serviceType"], admin["region"]) == ("multiregion", "CentralRegion")
+    (pods_job,) = [o for o in objs.values() if o["metadata"]["name"].startswith("cloud-central-network-pods-")]
+    assert pods_job["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["CentralRegion:", "RegionOne:az1"]
+
+
+def test_xjob_serves_metrics_where_prometheus_is_told_to_scrape(cloud) -> None:
+    kids = children(cloud)
+    keystone = objects.identity_endpoints(kids["cloud-identity"])
+    objs = by_name(objects.central_objects(kids["cloud-central-network"], CREDS, keystone, []))
+    conf = ini(objs["cloud-central-network-xjob-config"]["stringData"]["xjob.conf"])
+    assert (conf["metrics"]["port"], conf["metrics"]["bind_host"]) == ("9105", "0.0.0.0")
+    template = objs["cloud-central-network-xjob"]["spec"]["template"]
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == conf["metrics"]["port"]
+    assert template["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    (container,) = template["spec"]["containers"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9105}]
+    assert "readinessProbe" not in container  # a metrics port says nothing about readiness
+
+
+def test_central_ranges_are_rendered() -> None:
+    cloud = make_cloud(centralNetwork={"vniRanges": ["1:5000"], "networkVlanRanges": ["physnet1:10:20"]})
+    kids = children(cloud)
+    objs = by_name(objects.central_objects(kids["cloud-central-network"], CREDS,
+                                           objects.identity_endpoints(kids["cloud-identity"])))
+    ml2 = ini(objs["cloud-central-network-neutron-config"]["stringData"]["ml2_conf.ini"])
+    assert ml2["ml2_type_vxlan"]["vni_ranges"] == "1:5000"
+    assert ml2["ml2_type_vlan"]["network_vlan_ranges"] == "physnet1:10:20"
+
+
+def gateway(cloud, regions: list[str]):
+    kids = children(cloud)
+    gw = kids["cloud-api-gateway"]
+    selected = [kids[f"cloud-region-{r.lower()}"] for r in regions]
+    return by_name(objects.gateway_objects(gw, CREDS, objects.identity_endpoints(kids["cloud-identity"]),
+                                           objects.gateway_backends(gw, selected)))
+
+
+def test_gateway_backends_and_hash() -> None:
+    cloud = make_cloud(regions=[{"name": "RegionOne", "nova": {"enabled": True}}, {"name": "RegionTwo"},
+                                {"name": "RegionThree"}])
+    two, three = gateway(cloud, ["RegionOne", "RegionTwo"]), gateway(cloud, ["RegionOne", "RegionTwo", "RegionThree"])
+    backends = json.loads(three["cloud-api-gateway-backends"]["data"]["backends.json"])
+    assert [b["region"] for b in backends] == ["RegionOne", "RegionThree", "RegionTwo"]
+    assert backends[0]["nova_url"] == "http://cloud-region-regionone-nova-internal.ns1.svc:8774/v2.1"
+    assert backends[0]["az"] == "az1"
+
+    def hash_of(objs):
+        return objs["cloud-api-gateway"]["spec"]["template"]["metadata"]["annotations"][objects.CONFIG_HASH]
+
+    assert hash_of(two) != hash_of(three)
+    regs = {o["spec"]["serviceType"]: o["spec"] for o in three.values() if o["kind"] == "EndpointRegistration"}
+    assert set(regs) == {"compute", "volumev3"} and regs["compute"]["region"] == "CentralRegion"
+    no_cinder = gateway(make_cloud(apiGateway={"cinder": False}), ["RegionOne"])
+    assert {o["spec"]["serviceType"] for o in no_cinder.values() if o["kind"] == "EndpointRegistration"} == {"compute"}
+
+
+def test_ccm_cloud_conf(cloud) -> None:
+    kids = children(cloud)
+    keystone = objects.identity_endpoints(kids["cloud-identity"])
+    objs = objects.ccm_objects(kids["cloud-ccm"], ("app-id", "app-secret"), keystone, ["RegionOne", "RegionTwo"])
+    conf, env = objs
+    assert (conf["metadata"]["namespace"], conf["metadata"]["name"]) == ("kube-system", "cloud-config")
+    assert "ownerReferences" not in conf["metadata"]  # cross-namespace: no owner reference
+    parsed = parse_config(conf["stringData"]["cloud.conf"])
+    assert parsed.global_.auth_url == keystone.public
+    assert parsed.global_.application_credential_id == "app-id"
+    assert parsed.regions == ("RegionOne", "RegionTwo")
+    assert env["data"] == {"OS_CCM_REGIONAL": "true"}
+    fewer = objects.ccm_objects(kids["cloud-ccm"], ("app-id", "app-secret"), keystone, ["RegionOne"])
+    assert objects.rendered_hash(fewer[:1]) != objects.rendered_hash(objs[:1])
+
+
+def test_existing_control_plane_snippet_and_patch() -> None:
+    cloud = make_cloud(regions=[{"name": "RegionOne", "existingControlPlane": {"name": "openstack"}}])
+    kids = children(cloud)
+    region = kids["cloud-region-regionone"]
+    keystone = objects.identity_endpoints(kids["cloud-identity"])
+    objs = objects.region_objects(region, CREDS, keystone)
+    assert not [o for o in objs if o["kind"] in ("Deployment", "Job")]
+    assert {o["spec"]["serviceType"] for o in objs if o["kind"] == "EndpointRegistration"} == {"identity"}
+    snippet = objects.custom_service_config(region, CREDS, keystone)
+    conf = ini(snippet)
+    assert conf["DEFAULT"]["core_plugin"] == "isthmus_local"
+    assert conf["isthmus"]["region_name"] == "RegionOne"
+    assert objects.control_plane_patch(snippet) == {"spec": {"neutron": {"template": {"customServiceConfig": snippet}}}}
+
+
+def test_render_documents_uses_the_secret_and_rejects_invalid_specs(cloud) -> None:
+    out = render_documents([cloud, passwords_secret()])
+    text = yaml.safe_dump_all(out)
+    assert "s3rvice" in text and "$(service-password)" not in text
+    placeholders = yaml.safe_dump_all(render_documents([cloud]))
+    assert "$(service-password)" in placeholders
+    with pytest.raises(ValueError, match="central network's region"):
+        render_documents([make_cloud(regions=[{"name": "CentralRegion"}])])
+
+
+def test_render_is_deterministic_except_generated_keys(cloud) -> None:
+    def stable(objs):
+        return [o for o in objs if objects.GENERATED not in (o["metadata"].get("annotations") or {})]
+
+    assert stable(render_documents([cloud])) == stable(render_documents([cloud]))
+
+
+def test_cli_render_and_crds(capsys, tmp_path) -> None:
+    from isthmus.cli.main import main
+
+    path = tmp_path / "cloud.yaml"
+    path.write_text(yaml.safe_dump_all([make_cloud(), passwords_secret()]))
+    assert main(["operator", "render", "-f", str(path)]) == 0
+    kinds = [d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out)]
+    assert {"Secret", "ConfigMap", "Deployment", "Service", "Job", "Region"} <= set(kinds)
+    assert main(["operator", "crds"]) == 0
+    assert len(list(yaml.safe_load_all(capsys.readouterr().out))) == 7

@@ -1,0 +1,100 @@
+"""The shared renderer: INI read back with configparser, cloud.conf with the CCM's reader."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+import pytest
+
+from isthmus.ccm.config import parse_config
+from isthmus.render import cloudconf, ini, neutron, services
+from isthmus.render.ini import ServiceUser
+
+USER = ServiceUser("http://keystone-internal:5000/v3", "neutron", "pw", "RegionOne",
+                   public_auth_url="https://keystone.example.com/v3")
+
+
+def parse(text: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(text)
+    return parser
+
+
+def local_values(**overrides) -> neutron.NeutronValues:
+    base = dict(role=neutron.LOCAL, region="RegionOne", central_region="CentralRegion", service_user=USER,
+                database_connection="mysql+pymysql://neutron:pw@db/neutron", transport_url="rabbit://r",
+                central_client=USER.in_region("RegionOne"), availability_zone="az1", vni_ranges="100000:199999")
+    return neutron.NeutronValues(**{**base, **overrides})
+
+
+def test_local_neutron_conf_parses_back() -> None:
+    conf = parse(ini.render(neutron.neutron_conf(local_values())))
+    assert conf["DEFAULT"]["core_plugin"] == "isthmus_local"
+    assert conf["DEFAULT"]["service_plugins"] == "router"
+    assert conf["keystone_authtoken"]["www_authenticate_uri"] == "https://keystone.example.com/v3"
+    assert conf["keystone_authtoken"]["auth_url"] == "http://keystone-internal:5000/v3"
+    assert conf["keystone_authtoken"]["region_name"] == "RegionOne"
+    assert conf["isthmus"]["central_region"] == "CentralRegion"
+    assert conf["isthmus"]["availability_zone"] == "az1"
+    assert conf["isthmus_central"]["timeout"] == "30"
+    # Production leaves Neutron's agent settings alone (the sandbox turns them off).
+    assert "rpc_workers" not in conf["DEFAULT"] and not conf.has_section("agent")
+    assert not conf.has_section("quotas")
+
+
+def test_central_neutron_has_central_plugins() -> None:
+    values = local_values(role=neutron.CENTRAL, region="CentralRegion", central_client=None,
+                          isthmus_database_connection="sqlite://")
+    conf = parse(ini.render(neutron.neutron_conf(values)))
+    ml2 = parse(ini.render(neutron.ml2_conf(values)))
+    assert conf["DEFAULT"]["core_plugin"] == "isthmus_central"
+    assert conf["DEFAULT"]["service_plugins"] == "isthmus_central_l3"
+    assert ml2["ml2"]["mechanism_drivers"] == "isthmus_central"
+    assert not conf.has_section("isthmus_central")
+
+
+def test_local_needs_a_central_client() -> None:
+    with pytest.raises(ValueError):
+        local_values(central_client=None)
+
+
+def test_custom_service_config_snippet_loads_local_plugin_only() -> None:
+    conf = parse(neutron.custom_service_config(local_values()))
+    assert conf["DEFAULT"]["core_plugin"] == "isthmus_local"
+    assert conf["isthmus"]["region_name"] == "RegionOne"
+    assert not conf.has_section("database") and not conf.has_section("keystone_authtoken")
+    with pytest.raises(ValueError):
+        neutron.custom_service_config(local_values(role=neutron.PLAIN))
+
+
+def test_xjob_without_tuning_leaves_defaults() -> None:
+    values = services.XJobValues("sqlite://", "CentralRegion", USER)
+    sections = ini.prune(services.xjob_conf(values))
+    assert "jobs" not in sections
+    assert parse(ini.render(sections))["isthmus"]["central_region"] == "CentralRegion"
+
+
+def test_keystone_memcache() -> None:
+    values = services.KeystoneValues("mysql://k", "/etc/keystone/fernet-keys", "/etc/keystone/credential-keys",
+                                     memcache_servers=("mc-0:11211", "mc-1:11211"))
+    conf = parse(ini.render(ini.prune(services.keystone_conf(values))))
+    assert conf["cache"]["memcache_servers"] == "mc-0:11211,mc-1:11211"
+    assert not conf.has_section("identity")
+
+
+def test_cloud_conf_reads_back_with_the_ccm_reader() -> None:
+    text = cloudconf.cloud_conf(cloudconf.CloudConfValues(
+        auth_url="https://keystone.example.com/v3", region="RegionOne", regions=("RegionOne", "RegionTwo"),
+        application_credential_id="abc", application_credential_secret='se"cr;et#', floating_network_id="fip"))
+    config = parse_config(text)
+    assert config.global_.auth_url == "https://keystone.example.com/v3"
+    assert config.global_.application_credential_secret == 'se"cr;et#'
+    assert config.regions == ("RegionOne", "RegionTwo")
+    assert not config.warnings
+
+
+def test_renderer_never_imports_the_sandbox() -> None:
+    package = Path(ini.__file__).parent
+    for source in package.glob("*.py"):
+        assert "isthmus.sandbox" not in source.read_text(), source
