@@ -27,7 +27,7 @@ from isthmus.operator.kube import RESOURCES, Kube  # noqa: E402
 
 Obj = dict[str, Any]
 NS = "ns1"
-REQUEST_LOG_KEPT = 200
+REQUEST_LOG_KEPT = 50
 
 
 class ServerLikeKube(Kube):
@@ -84,9 +84,10 @@ class Operator:
         """kmock keeps every request it served and matches each new one by scanning that
         log (per reaction too), so a test's cost grows with the square of its requests:
         a long test slowed from ~60 to ~7 requests/s. These tests never assert on the
-        log; keep its tail (a request is matched right after it is appended)."""
+        log; keep its tail (a request is matched right after it is appended, and only
+        re-matched after an await when a reaction declines it)."""
         while True:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.2)
             del self.kmock._requests[:-REQUEST_LOG_KEPT]
             for reaction in self.kmock._payloads:
                 del reaction._requests[:-REQUEST_LOG_KEPT]
