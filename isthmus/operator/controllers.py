@@ -8,10 +8,12 @@ every relevant event and on a timer; none of them assumes it ran before.
 
 from __future__ import annotations
 
+import base64
 import logging
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Awaitable
 
-from isthmus.operator import apply, conditions as cond, model, objects
+from isthmus.operator import apply, conditions as cond, fernet, model, objects
 from isthmus.operator.conditions import Condition
 from isthmus.operator.kube import Kube, secret_text
 
@@ -191,16 +193,17 @@ async def delete_cloud(kube: Kube, mrc: Obj) -> bool:
 
 # --- IdentityService -------------------------------------------------------------------------------------------------
 
-async def reconcile_identity(kube: Kube, ids: Obj) -> None:
+async def reconcile_identity(kube: Kube, ids: Obj) -> float | None:
     spec = model.defaulted_spec("IdentityService", ids.get("spec"))
     conds: list[Condition] = []
     urls = objects.identity_endpoints({**ids, "spec": spec})
     extra: dict[str, Any] = {"region": spec["regionName"]}
+    requeue: float | None = None
     try:
         if spec.get("external"):
             conds.append(cond.true("InputReady", message="external Keystone"))
             extra["apiEndpoints"] = {"public": urls.public, "internal": urls.internal}
-            return
+            return None
         creds = await credentials(kube, ids, spec, conds)
         await tls_input(kube, ids, spec, conds)
         desired = objects.identity_objects(ids, creds)
@@ -208,6 +211,7 @@ async def reconcile_identity(kube: Kube, ids: Obj) -> None:
         n = name(ids)
         early = [o for o in desired if o["kind"] in ("Secret", "Service")]
         stored = await apply.ensure_all(kube, early)
+        requeue = await rotate_fernet_keys(kube, stored[("Secret", f"{n}-fernet-keys")], spec, extra)
         conds.append(cond.true("ServiceConfigReady", message="configuration rendered"))
         conds.append(cond.true("CreateServiceReady", message="Services created"))
         db_sync = await apply.ensure(kube, by[("Job", f"{n}-db-sync")])
@@ -231,6 +235,45 @@ async def reconcile_identity(kube: Kube, ids: Obj) -> None:
         pass
     finally:
         await write_status(kube, ids, conds, extra)
+    return requeue
+
+
+async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, Any],
+                             now: datetime | None = None) -> float | None:
+    """Rotate the fernet key Secret when ``fernetRotationInterval`` has passed since the
+    stamp on it (see isthmus.operator.fernet); the seconds until the next rotation.
+    Credential keys are not rotated: keystone must re-encrypt every stored credential
+    (``credential_migrate``) between two rotations, which is not a key-file change."""
+    try:
+        interval = fernet.parse_duration(spec["fernetRotationInterval"])
+    except ValueError as exc:
+        LOG.warning("%s/%s: %s; keys not rotated", ns(keys), name(keys), exc)
+        return None
+    now = now or datetime.now(timezone.utc).replace(microsecond=0)
+    stamp = (keys["metadata"].get("annotations") or {}).get(fernet.ROTATED_AT)
+    patch: Obj | None = None
+    if not stamp:
+        patch = {"metadata": {"annotations": {fernet.ROTATED_AT: now.isoformat()}}}
+    elif fernet.due(stamp, interval, now):
+        current = secret_text(keys)
+        rotated = fernet.rotate(current, fernet.new_key())
+        data: dict[str, str | None] = {k: base64.b64encode(v.encode()).decode() for k, v in rotated.items()}
+        data.update({k: None for k in current if k not in rotated})
+        # resourceVersion makes the patch conditional: two writers cannot rotate twice.
+        patch = {"metadata": {"annotations": {fernet.ROTATED_AT: now.isoformat()},
+                              "resourceVersion": keys["metadata"].get("resourceVersion")}, "data": data}
+        LOG.info("rotating fernet keys %s/%s: primary is now key %s", ns(keys), name(keys),
+                 max(rotated, key=int))
+    if patch is not None:
+        if patch["metadata"].get("resourceVersion") is None:
+            patch["metadata"].pop("resourceVersion", None)
+        await kube.patch("Secret", ns(keys), name(keys), patch)
+        stamp = now.isoformat()
+    extra["fernetKeysRotatedAt"] = stamp
+    if interval <= timedelta(0):
+        return None
+    left = datetime.fromisoformat(stamp) + interval - now
+    return max(left.total_seconds(), 1.0)
 
 
 # --- Region ----------------------------------------------------------------------------------------------------------
@@ -584,7 +627,7 @@ async def delete_registration(kube: Kube, reg: Obj) -> bool:
     return job_state(stored) == "done"
 
 
-Reconcile = Callable[[Kube, Obj], Awaitable[None]]
+Reconcile = Callable[[Kube, Obj], Awaitable[float | None]]  # seconds until it must run again, or None
 RECONCILERS: dict[str, Reconcile] = {
     "MultiRegionCloud": reconcile_cloud,
     "IdentityService": reconcile_identity,

@@ -41,6 +41,7 @@ class WorkQueue:
         self._queued: set[Key] = set()
         self._running: set[Key] = set()
         self._again: set[Key] = set()
+        self._later: dict[Key, asyncio.TimerHandle] = {}
         self._tasks = [asyncio.create_task(self._work(), name=f"isthmus-reconcile-{i}") for i in range(workers)]
 
     def add(self, key: Key) -> None:
@@ -71,13 +72,26 @@ class WorkQueue:
                     self._again.discard(key)
                     self.add(key)
 
+    def add_after(self, key: Key, seconds: float) -> None:
+        """Queue ``key`` again in ``seconds`` (one pending timer per key: the latest wins)."""
+        if (handle := self._later.pop(key, None)) is not None:
+            handle.cancel()
+        def fire() -> None:
+            self._later.pop(key, None)
+            self.add(key)
+        self._later[key] = asyncio.get_running_loop().call_later(seconds, fire)
+
     async def reconcile(self, key: Key) -> None:
         kind, namespace, name = key
         obj = await self.kube.get(kind, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return
         obj.setdefault("kind", kind)
-        await controllers.RECONCILERS[kind](self.kube, obj)
+        # A reconciler may return when it must run again (a time-based action such as
+        # key rotation), as controller-runtime's RequeueAfter; the resync timer is the backstop.
+        after = await controllers.RECONCILERS[kind](self.kube, obj)
+        if after is not None:
+            self.add_after(key, after)
 
     async def idle(self) -> None:
         """Until nothing is queued or running (tests)."""
@@ -85,6 +99,9 @@ class WorkQueue:
             await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
+        for handle in self._later.values():
+            handle.cancel()
+        self._later.clear()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,66 @@
+"""Fernet rotation as keystone-manage fernet_rotate does it (pure parts)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from isthmus.operator import crds, fernet
+
+
+@pytest.mark.parametrize("text,seconds", [("24h", 86400), ("1h30m", 5400), ("90s", 90), ("1.5h", 5400),
+                                          ("500ms", 0.5), ("0", 0)])
+def test_go_durations(text: str, seconds: float) -> None:
+    assert fernet.parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["", "24", "1d", "h", "1h 30m", "-1h", "24hours"])
+def test_bad_durations_name_the_field(text: str) -> None:
+    with pytest.raises(ValueError, match="fernetRotationInterval"):
+        fernet.parse_duration(text)
+
+
+def test_the_crd_pattern_accepts_exactly_what_the_parser_accepts() -> None:
+    pattern = crds.crd("IdentityService")["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+        "properties"]["spec"]["properties"]["fernetRotationInterval"]["pattern"]
+    for text in ("24h", "1h30m", "90s", "1.5h", "500ms", "0", "", "24", "1d", "1h 30m", "-1h", "24hours"):
+        try:
+            fernet.parse_duration(text)
+            parsed = True
+        except ValueError:
+            parsed = False
+        assert bool(re.fullmatch(pattern.strip("^$"), text)) == parsed, text
+
+
+def test_the_staged_key_becomes_primary_and_a_new_staged_key_appears() -> None:
+    assert fernet.rotate({"0": "s0", "1": "p1"}, "s1") == {"0": "s1", "1": "p1", "2": "s0"}
+
+
+def test_the_oldest_secondaries_go_beyond_max_active() -> None:
+    keys = {"0": "s", "1": "a", "2": "b", "3": "c"}
+    assert fernet.rotate(keys, "new", max_active=3) == {"0": "new", "3": "c", "4": "s"}
+    assert fernet.rotate(keys, "new", max_active=5) == {"0": "new", "1": "a", "2": "b", "3": "c", "4": "s"}
+
+
+def test_a_pod_on_the_previous_set_accepts_the_new_primary() -> None:
+    # Why the order matters: the new primary must be a key every pod already has.
+    before = {"0": "s0", "1": "p1"}
+    after = fernet.rotate(before, "s1")
+    assert after[max(after, key=int)] in before.values()
+
+
+@pytest.mark.parametrize("keys", [{"1": "x"}, {"0": "x", "primary": "y"}])
+def test_not_a_key_repository(keys: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        fernet.rotate(keys, "n")
+
+
+def test_due() -> None:
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+    day = timedelta(hours=24)
+    assert fernet.due("2026-12-01T12:00:00+00:00", day, now)
+    assert not fernet.due("2026-12-01T12:00:01+00:00", day, now)
+    assert not fernet.due(None, day, now)  # first sight: stamp, don't rotate
+    assert not fernet.due("2026-01-01T00:00:00+00:00", timedelta(0), now)  # disabled
