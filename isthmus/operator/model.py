@@ -13,7 +13,7 @@ import copy
 import re
 from typing import Any
 
-from isthmus.operator import crds
+from isthmus.operator import crds, fernet
 
 
 def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
@@ -91,6 +91,10 @@ def validate_cloud(spec: dict[str, Any]) -> list[str]:
                 errors.append(f"{path}.{service}: mode External needs externalEndpoints.public and .internal")
     for name in ("identity", "centralNetwork", "apiGateway"):
         _replicas(f"spec.{name}", spec[name], errors)
+    try:
+        fernet.parse_duration(spec["identity"]["fernetRotationInterval"])
+    except ValueError as exc:
+        errors.append(f"spec.identity.{exc}")
     if spec["identity"].get("external") and spec["identity"].get("database"):
         errors.append("spec.identity: external and database are exclusive")
     if spec["tls"]["enabled"] and not spec["tls"].get("publicCertSecret"):

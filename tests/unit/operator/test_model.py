@@ -52,6 +52,8 @@ CASES = [
         "public": "https://p", "internal": "http://i"}})]}, None),
     ("tls without cert", {"tls": {"enabled": True}}, "publicCertSecret"),
     ("no regions", {"regions": []}, "at least one region"),
+    ("bad rotation interval", {"identity": {"fernetRotationInterval": "1d"}},
+     "spec.identity.fernetRotationInterval: '1d' is not a duration"),
 ]
 
 
