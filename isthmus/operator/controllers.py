@@ -337,6 +337,12 @@ async def network_attachments(kube: Kube, region: Obj, nads: list[str], conds: l
     return {nad: sorted(set(addresses)) for nad, addresses in ips.items()}
 
 
+def db_sync_of(deployment: str) -> str:
+    """The schema Job a Region's Deployment waits for: ``<region>-neutron`` ->
+    ``<region>-neutron-db-sync``, ``<region>-nova-api`` -> ``<region>-nova-db-sync``."""
+    return deployment.removesuffix("-api") + "-db-sync"
+
+
 async def reconcile_region(kube: Kube, region: Obj) -> None:
     spec = model.defaulted_spec("Region", region.get("spec"))
     conds: list[Condition] = []
@@ -361,22 +367,28 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
             await existing_control_plane(kube, region, existing, creds, keystone, conds, extra)
             desired_now = desired
         else:
-            desired_now = [o for o in desired if o["kind"] != "Deployment" or not o["metadata"]["name"].endswith(
-                "-neutron")]
+            desired_now = desired
+        # A Deployment whose schema Job has not succeeded waits (neutron, nova-api, cinder-api).
+        jobs = {name(o) for o in desired if o["kind"] == "Job"}
+        gated = {name(o) for o in desired if o["kind"] == "Deployment" and db_sync_of(name(o)) in jobs}
+        desired_now = [o for o in desired_now if o["kind"] != "Deployment" or name(o) not in gated]
         nads = spec["neutron"].get("networkAttachments") or []
         if nads and not existing:
             selector = {"app.kubernetes.io/name": "neutron", "app.kubernetes.io/instance": n}
             extra["networkAttachments"] = await network_attachments(kube, region, nads, conds, selector)
         stored = await apply.ensure_all(kube, desired_now)
         await apply.prune(kube, region, MANAGED_KINDS, desired)
-        if not existing:
-            db_sync = stored[("Job", f"{n}-neutron-db-sync")]
+        async def after_db_sync(type_: str, deployment: str, replicas: int, what: str) -> None:
+            db_sync = stored[("Job", db_sync_of(deployment))]
             if job_state(db_sync) != "done":
-                conds.append(job_condition("NeutronReady", db_sync, "neutron-db-manage upgrade"))
-            else:
-                dep = await apply.ensure(kube, next(o for o in desired if o["kind"] == "Deployment"
-                                                    and o["metadata"]["name"] == f"{n}-neutron"))
-                conds.append(deployment_condition("NeutronReady", dep, spec["neutron"]["replicas"], "neutron"))
+                conds.append(job_condition(type_, db_sync, f"{what} schema"))
+                return
+            dep = await apply.ensure(kube, next(o for o in desired if o["kind"] == "Deployment"
+                                                and name(o) == deployment))
+            conds.append(deployment_condition(type_, dep, replicas, what))
+
+        if not existing:
+            await after_db_sync("NeutronReady", f"{n}-neutron", spec["neutron"]["replicas"], "neutron")
         for key, type_ in (("nova", "NovaReady"), ("cinder", "CinderReady")):
             section = spec[key]
             if not section["enabled"]:
@@ -384,8 +396,7 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
             if section["mode"] == "External":
                 conds.append(cond.true(type_, "External", f"{key}: external endpoints"))
             else:
-                dep = stored.get(("Deployment", f"{n}-{key}-api"))
-                conds.append(deployment_condition(type_, dep, section["replicas"], f"{key}-api"))
+                await after_db_sync(type_, f"{n}-{key}-api", section["replicas"], f"{key}-api")
         conds.append(await registrations_condition(kube, region, stored))
         if cross:
             cnet = await kube.get("CentralNetwork", ns(region), spec["centralNetworkRef"])

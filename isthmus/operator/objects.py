@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from isthmus.operator import API_VERSION, MANAGED_BY, model
-from isthmus.render import cloudconf, ini, neutron, services
+from isthmus.render import cloudconf, compute, ini, neutron, services
 from isthmus.render.ini import ServiceUser
 
 Obj = dict[str, Any]
@@ -468,6 +468,29 @@ def region_neutron_values(region: Obj, creds: Credentials, keystone: Endpoints) 
     )
 
 
+# Schema (and, for Nova, the cell mappings: cell0 in ``<database>_cell0``, one cell1)
+# before the API starts; each step is a no-op when already done, so the Job can rerun.
+DB_SYNC = {
+    "nova": "m='nova-manage --config-file {conf}'; $m api_db sync; $m cell_v2 map_cell0; "
+            "$m cell_v2 list_cells | grep -q ' cell1 ' || $m cell_v2 create_cell --name cell1; $m db sync",
+    "cinder": "cinder-manage --config-file {conf} db sync",
+}
+
+
+def compute_conf(key: str, spec: Obj, creds: Credentials, user: ServiceUser, rname: str) -> ini.Sections:
+    """nova.conf or cinder.conf of a region's API (mode Deploy), from the renderer the sandbox uses."""
+    zone = spec.get("availabilityZone") or f"az{spec['index'] + 1}"
+    if key == "nova":
+        return compute.nova_conf(compute.NovaValues(
+            transport_url=creds.transport(rname),
+            database_connection=db_url(spec, creds, f"nova_{rname.lower()}"),
+            api_database_connection=db_url(spec, creds, f"nova_api_{rname.lower()}"),
+            service_user=user, availability_zone=zone))
+    return compute.cinder_conf(compute.CinderValues(
+        transport_url=creds.transport(rname), database_connection=db_url(spec, creds, f"cinder_{rname.lower()}"),
+        service_user=user, availability_zone=zone))
+
+
 def region_objects(region: Obj, creds: Credentials, keystone: Endpoints) -> list[Obj]:
     """Neutron (unless an existing control plane serves the region), optional Nova/Cinder APIs,
     and one EndpointRegistration per service type."""
@@ -502,16 +525,14 @@ def region_objects(region: Obj, creds: Credentials, keystone: Endpoints) -> list
         if not section["enabled"] or section["mode"] != "Deploy":
             continue
         user = ServiceUser(keystone.internal, key, creds.service_password, rname, keystone.public)
-        conf = {"DEFAULT": {"transport_url": creds.transport(rname)},
-                "database": {"connection": db_url(spec, creds, f"{key}_{rname.lower()}")},
-                "keystone_authtoken": ini.keystone_authtoken(user)}
-        if key == "nova":
-            conf["api_database"] = {"connection": db_url(spec, creds, f"nova_api_{rname.lower()}")}
-        config = secret(region, f"{name}-{key}-config", key, {f"{key}.conf": ini.render(conf)}, rname)
+        conf = compute_conf(key, spec, creds, user, rname)
+        config = secret(region, f"{name}-{key}-config", key, {f"{key}.conf": ini.render(ini.prune(conf))}, rname)
         pod = Pod(f"{key}-api", image(spec, key), gunicorn(app, port, spec), config_secret=config["metadata"]["name"],
                   config_dir=f"/etc/{key}/conf", env=((f"OS_{key.upper()}_CONFIG_DIR", f"/etc/{key}/conf"),),
                   port=port)
-        out += [config, deployment(region, f"{name}-{key}-api", pod, spec, section["replicas"], [config], rname),
+        sync = _replace(pod, command=["sh", "-ec", DB_SYNC[key].format(conf=f"/etc/{key}/conf/{key}.conf")], port=None)
+        out += [config, job(region, f"{name}-{key}-db-sync", sync, spec, [config], rname),
+                deployment(region, f"{name}-{key}-api", pod, spec, section["replicas"], [config], rname),
                 *service_pair(region, f"{name}-{key}", f"{key}-api", port, rname, spec.get("service"))]
     # The one Keystone is catalogued in every region too, as the sandbox does, so
     # clients pinned to any region find identity in their catalogue.

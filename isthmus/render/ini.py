@@ -32,6 +32,15 @@ def prune(sections: Sections) -> dict[str, dict[str, Any]]:
             if any(value is not None for value in options.values())}
 
 
+def overlay(base: Sections, extra: Sections) -> dict[str, dict[str, Any]]:
+    """``base`` with ``extra``'s options added or replaced, section by section
+    (a deployment's tuning on top of the shared sections)."""
+    out = {name: dict(options) for name, options in base.items()}
+    for name, options in extra.items():
+        out.setdefault(name, {}).update(options)
+    return out
+
+
 @dataclass(frozen=True)
 class ServiceUser:
     """A Keystone service user in the ``service`` project.

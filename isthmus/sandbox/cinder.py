@@ -11,6 +11,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from isthmus.render import compute
+from isthmus.render.ini import ServiceUser, overlay
 from isthmus.sandbox import database, ini, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 
@@ -30,16 +32,17 @@ def _conf(layout: Layout, region: str) -> Path:
 def write_config(layout: Layout, region: str) -> None:
     key = region.lower()
     state = layout.data / f"cinder-{region}"
-    zone = layout.availability_zone(region)
-    ini.write(_conf(layout, region), {
+    shared = compute.cinder_conf(compute.CinderValues(
+        transport_url=rabbitmq.transport_url(layout, region),
+        database_connection=database.url(layout, f"cinder_{key}"),
+        service_user=ServiceUser(layout.auth_url, "cinder", PASSWORD, region),
+        availability_zone=layout.availability_zone(region), state_path=str(state), lock_path=str(state / "lock"),
+        nova_interface="public"))
+    # One machine, no disk: the sandbox's tuning on top of what the operator renders too.
+    ini.write(_conf(layout, region), overlay(shared, {
         "DEFAULT": {
-            "transport_url": rabbitmq.transport_url(layout, region),
-            "auth_strategy": "keystone",
             "host": f"{key}-cinder",
-            "state_path": state,
             "my_ip": "127.0.0.1",
-            "storage_availability_zone": zone,
-            "default_availability_zone": zone,
             "enabled_backends": BACKEND,
             "api_paste_config": _dir(layout, region) / "api-paste.ini",
             # Which filters list calls accept (without it, even ?name= is refused).
@@ -50,16 +53,10 @@ def write_config(layout: Layout, region: str) -> None:
             "quota_gigabytes": -1,
             "quota_backups": -1,
             "quota_backup_gigabytes": -1,
-            "debug": False,
         },
         BACKEND: {"volume_driver": DRIVER, "volume_backend_name": BACKEND},
-        "database": {"connection": database.url(layout, f"cinder_{key}")},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "cinder", PASSWORD, region),
-        "nova": {**ini.service_client(layout.auth_url, "nova", PASSWORD, region), "interface": "public"},
-        "oslo_concurrency": {"lock_path": state / "lock"},
-        "oslo_messaging_notifications": {"driver": "noop"},
         "coordination": {"backend_url": f"file://{state / 'coordination'}"},
-    })
+    }))
 
 
 def prepare(layout: Layout, region: str) -> None:

@@ -6,6 +6,8 @@ import shutil
 import time
 from pathlib import Path
 
+from isthmus.render import compute
+from isthmus.render.ini import ServiceUser, overlay
 from isthmus.sandbox import database, ini, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 
@@ -31,43 +33,34 @@ def _conf(layout: Layout, region: str) -> Path:
 def write_config(layout: Layout, region: str) -> None:
     key = region.lower()
     state = layout.data / f"nova-{region}"
-    client = lambda user: ini.service_client(layout.auth_url, user, PASSWORD, region)  # noqa: E731
-    ini.write(_conf(layout, region), {
+    shared = compute.nova_conf(compute.NovaValues(
+        transport_url=rabbitmq.transport_url(layout, region),
+        database_connection=database.url(layout, f"nova_{key}"),
+        api_database_connection=database.url(layout, f"nova_api_{key}"),
+        service_user=ServiceUser(layout.auth_url, "nova", PASSWORD, region),
+        availability_zone=layout.availability_zone(region), state_path=str(state), lock_path=str(state / "lock")))
+    # One machine, no hypervisor: the sandbox's tuning on top of what the operator renders too.
+    ini.write(_conf(layout, region), overlay(shared, {
         "DEFAULT": {
             "host": compute_host(region),
-            "transport_url": rabbitmq.transport_url(layout, region),
             "compute_driver": "fake.FakeDriverWithoutFakeNodes",
-            "state_path": state,
             "instances_path": state / "instances",
-            "default_availability_zone": layout.availability_zone(region),
             "default_schedule_zone": None,
             # No real VIFs: do not wait for Neutron's vif-plugged events.
             "vif_plugging_is_fatal": False,
             "vif_plugging_timeout": 0,
             "periodic_fuzzy_delay": 0,
             "my_ip": "127.0.0.1",
-            "debug": False,
         },
-        "api": {"auth_strategy": "keystone"},
-        "api_database": {"connection": database.url(layout, f"nova_api_{key}")},
-        "database": {"connection": database.url(layout, f"nova_{key}")},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "nova", PASSWORD, region),
-        "service_user": {"send_service_user_token": True, **client("nova")},
-        "placement": client("placement"),
-        "neutron": client("neutron"),
-        "glance": {"region_name": region, "valid_interfaces": "internal,public"},
-        "cinder": {"os_region_name": region},
         # One worker each: with several, nova forks after building its Placement
         # client, and the forked workers share (and garble) its HTTP connections.
         "scheduler": {"discover_hosts_in_cells_interval": 2, "workers": 1},
         "conductor": {"workers": 1},
         "vnc": {"enabled": False},
-        "oslo_messaging_notifications": {"driver": "noop"},
-        "oslo_concurrency": {"lock_path": state / "lock"},
         # Sandbox bursts (10-20 concurrent boots) must not hit default quotas.
         "quota": {"instances": -1, "cores": -1, "ram": -1, "key_pairs": -1,
                   "server_groups": -1, "server_group_members": -1},
-    })
+    }))
 
 
 def _compute_config(layout: Layout, region: str) -> Path:

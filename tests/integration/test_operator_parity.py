@@ -30,7 +30,7 @@ WHERE = {
     ("oslo_concurrency", "lock_path"), ("gateway", "bind_host"), ("gateway", "bind_port"),
     ("gateway", "public_url"), ("admin_api", "bind_host"), ("admin_api", "bind_port"),
     ("metrics", "bind_host"), ("metrics", "port"), ("DEFAULT", "bind_host"), ("DEFAULT", "bind_port"),
-    ("isthmus", "database_connection"),
+    ("isthmus", "database_connection"), ("api_database", "connection"),
 }
 WHERE_KEYS = {"auth_url", "www_authenticate_uri", "password"}  # in every credentials section
 
@@ -48,6 +48,18 @@ SANDBOX_ONLY = {
     ("isthmus", "resync_interval"),  # idem
     ("gateway", "catalog_ttl"),  # tests rename endpoints and want the gateway to notice soon
     ("gateway", "list_timeout"),  # the default, written out
+    # Nova and Cinder: one machine with no hypervisor and no disk.
+    ("DEFAULT", "host"), ("DEFAULT", "my_ip"),  # one host name per service on one machine
+    ("DEFAULT", "compute_driver"), ("DEFAULT", "instances_path"),  # the fake driver, local paths
+    ("DEFAULT", "vif_plugging_is_fatal"), ("DEFAULT", "vif_plugging_timeout"),  # no VIFs to plug
+    ("DEFAULT", "periodic_fuzzy_delay"),  # tests want periodic tasks at once
+    ("scheduler", "*"), ("conductor", "*"),  # one worker each, hosts discovered every 2 s
+    ("vnc", "*"), ("quota", "*"),  # no consoles; bursts of boots
+    ("DEFAULT", "enabled_backends"), ("fake", "*"),  # cinder's no-disk backend
+    ("DEFAULT", "resource_query_filters_file"),  # the venv's copy; the image has it at the default path
+    ("DEFAULT", "quota_volumes"), ("DEFAULT", "quota_snapshots"), ("DEFAULT", "quota_gigabytes"),
+    ("DEFAULT", "quota_backups"), ("DEFAULT", "quota_backup_gigabytes"),
+    ("coordination", "*"),  # a file lock on one machine
 }
 # Keys whose value the sandbox sets differently on purpose (key present on both sides).
 SANDBOX_VALUE = {
@@ -55,6 +67,7 @@ SANDBOX_VALUE = {
     # The gateway reaches the regions by the catalogue's public URLs on a laptop, by the
     # in-cluster (internal) Services in Kubernetes.
     ("service_credentials", "interface"),
+    ("nova", "interface"),  # Cinder calls Nova the same way, for the same reason
 }
 
 
@@ -65,7 +78,8 @@ def sandbox_cloud(sandbox: Sandbox) -> list[dict[str, Any]]:
     cloud = {"apiVersion": "isthmus.dev/v1alpha1", "kind": "MultiRegionCloud",
              "metadata": {"name": "sb", "namespace": "os"},
              "spec": {"secret": "pw", "database": {"host": "db"},
-                      "regions": [{"name": r} for r in sandbox.regions]}}
+                      "regions": [{"name": r, "nova": {"enabled": True}, "cinder": {"enabled": True}}
+                                  for r in sandbox.regions]}}
     return [secret, cloud]
 
 
@@ -116,6 +130,10 @@ def pairs(sandbox: Sandbox) -> list[tuple[Path, tuple[str, str]]]:
         out.append((etc / "neutron-CentralRegion" / conf, ("sb-central-network-neutron-config", conf)))
         for region in sandbox.regions:
             out.append((etc / f"neutron-{region}" / conf, (f"sb-region-{region.lower()}-neutron-config", conf)))
+    for region in sandbox.regions:
+        for service in ("nova", "cinder"):
+            out.append((etc / f"{service}-{region}" / f"{service}.conf",
+                        (f"sb-region-{region.lower()}-{service}-config", f"{service}.conf")))
     return out
 
 

@@ -190,7 +190,14 @@ async def test_10_nova_toggles(op: Operator) -> None:
     assert set(regs["network"]["spec"]["endpoints"]) == {"public", "internal"}
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"regions": [{"name": "RegionOne", "nova": {
         "enabled": True}}]}})
-    await op.until(lambda: op.get("Deployment", f"{region}-nova-api"), "nova-api Deployment")
+    db_sync = await op.until(lambda: op.get("Job", f"{region}-nova-db-sync"), "nova-db-sync Job")
+    await op.settle()
+    assert await op.get("Deployment", f"{region}-nova-api") is None  # not before its schema Job succeeded
+    assert "cell_v2 map_cell0" in " ".join(db_sync["spec"]["template"]["spec"]["containers"][0]["command"])
+    async def nova_api():
+        await op.simulate_ready()
+        return await op.get("Deployment", f"{region}-nova-api")
+    await op.until(nova_api, "nova-api Deployment")
     await op.until(lambda: op.get("Service", f"{region}-nova-public"), "nova-api Service")
     await op.until(lambda: _has(op, region, "compute"), "compute registration")
     await op.until(lambda: op.condition("Region", region, "NovaReady"), "NovaReady")

@@ -118,6 +118,27 @@ def test_region_registrations_follow_nova_and_cinder() -> None:
                                                                              "internal": "http://i"}
 
 
+def test_nova_and_cinder_deploy_sync_their_schema_with_the_shared_renderer() -> None:
+    objs = region_objs(make_cloud(regions=[{"name": "RegionOne", "nova": {"enabled": True},
+                                            "cinder": {"enabled": True}}]))
+    nova = ini(objs["cloud-region-regionone-nova-config"]["stringData"]["nova.conf"])
+    assert "@db.example:3306/nova_api_regionone?" in nova["api_database"]["connection"]
+    assert nova["placement"]["region_name"] == nova["glance"]["region_name"] == "RegionOne"
+    assert nova["DEFAULT"]["default_availability_zone"] == "az1"
+    cinder = ini(objs["cloud-region-regionone-cinder-config"]["stringData"]["cinder.conf"])
+    assert cinder["nova"]["region_name"] == "RegionOne" and cinder["nova"]["interface"] == "internal"
+    for key, steps in (("nova", ["api_db sync", "cell_v2 map_cell0", "create_cell --name cell1", "$m db sync"]),
+                       ("cinder", ["db sync"])):
+        job = objs[f"cloud-region-regionone-{key}-db-sync"]
+        command = " ".join(job["spec"]["template"]["spec"]["containers"][0]["command"])
+        assert f"--config-file /etc/{key}/conf/{key}.conf" in command
+        positions = [command.index(step) for step in steps]
+        assert positions == sorted(positions), command
+    # The cell is created once: a rerun of the Job finds it.
+    assert "grep -q ' cell1 ' ||" in " ".join(
+        objs["cloud-region-regionone-nova-db-sync"]["spec"]["template"]["spec"]["containers"][0]["command"])
+
+
 def test_custom_service_config_changes_only_its_region_and_its_hash() -> None:
     base = make_cloud()
     changed = make_cloud(regions=[{"name": "RegionOne", "neutron": {"customServiceConfig": "[DEFAULT]\ndebug=true\n"}},

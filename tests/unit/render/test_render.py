@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from isthmus.ccm.config import parse_config
-from isthmus.render import cloudconf, ini, neutron, services
+from isthmus.render import cloudconf, compute, ini, neutron, services
 from isthmus.render.ini import ServiceUser
 
 USER = ServiceUser("http://keystone-internal:5000/v3", "neutron", "pw", "RegionOne",
@@ -52,6 +52,38 @@ def test_central_neutron_has_central_plugins() -> None:
     assert conf["DEFAULT"]["service_plugins"] == "isthmus_central_l3"
     assert ml2["ml2"]["mechanism_drivers"] == "isthmus_central"
     assert not conf.has_section("isthmus_central")
+
+
+def test_nova_conf_keeps_every_client_in_its_region() -> None:
+    user = ServiceUser("http://keystone-internal:5000/v3", "nova", "pw", "RegionTwo", "https://keystone.example.com/v3")
+    conf = parse(ini.render(ini.prune(compute.nova_conf(compute.NovaValues(
+        transport_url="rabbit://r", database_connection="mysql+pymysql://n@db/nova",
+        api_database_connection="mysql+pymysql://n@db/nova_api", service_user=user, availability_zone="az2")))))
+    assert conf["DEFAULT"]["default_availability_zone"] == "az2"
+    assert conf["api_database"]["connection"].endswith("/nova_api")
+    assert conf["keystone_authtoken"]["www_authenticate_uri"] == "https://keystone.example.com/v3"
+    assert (conf["placement"]["username"], conf["neutron"]["username"]) == ("placement", "neutron")
+    for section in ("keystone_authtoken", "service_user", "placement", "neutron"):
+        assert conf[section]["region_name"] == "RegionTwo", section
+    assert conf["glance"]["region_name"] == conf["cinder"]["os_region_name"] == "RegionTwo"
+    assert conf["service_user"]["send_service_user_token"] == "true"
+
+
+def test_cinder_conf_calls_nova_of_its_region() -> None:
+    user = ServiceUser("http://k:5000/v3", "cinder", "pw", "RegionOne")
+    conf = parse(ini.render(compute.cinder_conf(compute.CinderValues(
+        transport_url="rabbit://r", database_connection="mysql+pymysql://c@db/cinder", service_user=user,
+        availability_zone="az1"))))
+    assert conf["DEFAULT"]["storage_availability_zone"] == conf["DEFAULT"]["default_availability_zone"] == "az1"
+    assert (conf["nova"]["username"], conf["nova"]["region_name"], conf["nova"]["interface"]) == (
+        "nova", "RegionOne", "internal")
+
+
+def test_overlay_adds_and_replaces_options_per_section() -> None:
+    base = {"DEFAULT": {"a": 1, "b": 2}, "x": {"k": "v"}}
+    assert ini.overlay(base, {"DEFAULT": {"b": 3, "c": 4}, "y": {"n": 1}}) == {
+        "DEFAULT": {"a": 1, "b": 3, "c": 4}, "x": {"k": "v"}, "y": {"n": 1}}
+    assert base["DEFAULT"] == {"a": 1, "b": 2}  # not modified
 
 
 def test_local_needs_a_central_client() -> None:

@@ -1,7 +1,8 @@
 """The sandbox writes, through isthmus.render, byte for byte the files it wrote
 before the renderer existed (sandbox_configs.golden was captured from the
 pre-refactor code, commit 5682f34, with machine-specific paths replaced; regenerated
-with render_all() when a sandbox file changes on purpose: since then, [metrics] in xjob.conf)."""
+with render_all() when a sandbox file changes on purpose: since then, [metrics] in xjob.conf, and
+nova.conf/cinder.conf were added when they moved to isthmus.render.compute)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from isthmus.sandbox import admin_api, gateway, keystone, neutron, runtime, xjob
+from isthmus.sandbox import admin_api, cinder, gateway, keystone, neutron, nova, runtime, xjob
 from isthmus.sandbox.layout import CENTRAL_REGION, STOCK_NEUTRON, Layout
 
 GOLDEN = Path(__file__).with_name("sandbox_configs.golden")
@@ -35,6 +36,10 @@ def render_all(tmp_path: Path) -> str:
         xjob.write_config(layout)
         admin_api.write_config(layout)
         keystone.write_config(layout)
+        if layout.compute:
+            for region in layout.regions:
+                nova.write_config(layout, region)
+                cinder.write_config(layout, region)
         for path in sorted(layout.etc.rglob("*")):
             if path.is_file():
                 text = path.read_text().replace(str(layout.state_dir), "@STATE@")
