@@ -55,11 +55,15 @@ def run_render(args: argparse.Namespace) -> int:
     from isthmus.operator.render import render_documents
     from isthmus.operator.yamlio import dump_all
 
-    text = sys.stdin.read() if args.filename == "-" else open(args.filename, encoding="utf-8").read()
     try:
-        objects = render_documents([d for d in yaml.safe_load_all(text) if d])
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        text = sys.stdin.read() if args.filename == "-" else open(args.filename, encoding="utf-8").read()
+        documents = [d for d in yaml.safe_load_all(text) if d]
+        for index, document in enumerate(documents):
+            if not isinstance(document, dict):
+                raise ValueError(f"document {index + 1} is a {type(document).__name__}, not a Kubernetes object")
+        objects = render_documents(documents)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"error: {args.filename}: {exc}", file=sys.stderr)
         return 1
     sys.stdout.write(dump_all(objects))
     return 0

@@ -291,3 +291,19 @@ def test_cli_render_and_crds(capsys, tmp_path) -> None:
     assert {"Secret", "ConfigMap", "Deployment", "Service", "Job", "Region"} <= set(kinds)
     assert main(["operator", "crds"]) == 0
     assert len(list(yaml.safe_load_all(capsys.readouterr().out))) == 7
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, "No such file"),
+    ("{{{\n", "while parsing"),
+    ("- a\n", "document 1 is a list, not a Kubernetes object"),
+])
+def test_cli_render_bad_input_is_one_error_line_not_a_traceback(capsys, tmp_path, content, expected) -> None:
+    from isthmus.cli.main import main
+
+    path = tmp_path / "cloud.yaml"
+    if content is not None:
+        path.write_text(content)
+    assert main(["operator", "render", "-f", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: ") and expected in err and "Traceback" not in err
