@@ -179,16 +179,37 @@ async def reconcile_cloud(kube: Kube, mrc: Obj) -> None:
     await write_status(kube, mrc, conds, extra)
 
 
+# Deletion order of a MultiRegionCloud's resources, one phase at a time. Keystone goes last:
+# an EndpointRegistration's cleanup runs its deregistration Job against Keystone, and skips it
+# when the IdentityService is gone. (Deleting every child at once let the IdentityService,
+# which has no finalizer, vanish first, so no endpoint was ever deregistered.) Regions go
+# first: they deregister while central still runs (and drops them from registeredRegions).
+# The registrations of central and the gateway (which have no finalizer) are deleted here too
+# rather than left to the garbage collector, which may reach them only after Keystone has gone.
+DELETION_PHASES = (("Region",), ("CentralNetwork", "APIGateway", "CloudControllerConfig", "EndpointRegistration"),
+                   ("IdentityService",))
+
+
 async def delete_cloud(kube: Kube, mrc: Obj) -> bool:
-    """Delete the children first (their own cleanup deregisters them); True when all are gone."""
-    remaining = []
-    for kind in CHILD_KINDS:
-        for child in await kube.list(kind, ns(mrc), {"app.kubernetes.io/instance": name(mrc)}):
-            if apply.owned_by(child, mrc):
-                remaining.append(child)
+    """Delete the children phase by phase (their own cleanup deregisters them); True when all are gone."""
+    for kinds in DELETION_PHASES:
+        remaining = []
+        for kind in kinds:
+            if kind == "EndpointRegistration":  # owned by the children, part of this cloud
+                found = await kube.list(kind, ns(mrc), {"app.kubernetes.io/part-of": name(mrc),
+                                                        "app.kubernetes.io/managed-by": objects.MANAGED_BY})
+            else:
+                found = [child for child in await kube.list(kind, ns(mrc), {"app.kubernetes.io/instance": name(mrc)})
+                         if apply.owned_by(child, mrc)]
+            for child in found:
                 if not child["metadata"].get("deletionTimestamp"):
                     await kube.delete(kind, ns(mrc), name(child))
-    return not remaining
+                # Gone at once without a finalizer: then the next phase need not wait for a retry.
+                if await kube.get(kind, ns(mrc), name(child)) is not None:
+                    remaining.append(child)
+        if remaining:
+            return False
+    return True
 
 
 # --- IdentityService -------------------------------------------------------------------------------------------------
@@ -632,7 +653,11 @@ async def delete_registration(kube: Kube, reg: Obj) -> bool:
         return True
     keystone = objects.identity_endpoints({**ids, "spec": model.defaulted_spec("IdentityService", ids["spec"])})
     job = objects.registration_job(reg, keystone, identity_region_of(ids), delete=True)
-    job["metadata"]["name"] = f"{name(reg)}-deregister"
+    # One Job per registration object (its uid): Jobs are never patched and this one has no
+    # owner, so with a fixed name a later registration of the same name (a service disabled,
+    # enabled and disabled again) found the first one's completed Job and never deregistered.
+    uid = (reg["metadata"].get("uid") or "")[:8]
+    job["metadata"]["name"] = f"{name(reg)}-deregister" + (f"-{uid}" if uid else "")
     job["metadata"].pop("ownerReferences", None)  # must outlive the registration it cleans up
     stored = await apply.ensure(kube, job)
     return job_state(stored) == "done"

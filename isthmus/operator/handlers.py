@@ -7,7 +7,9 @@ depend on it; a timer per resource re-enqueues it (drift repair); a coalescing
 queue runs at most one reconcile per resource at a time and collapses bursts.
 What each reconcile does lives in :mod:`isthmus.operator.controllers`.
 
-Settings: ``ISTHMUS_OPERATOR_RESYNC`` (seconds between timer ticks, default 60).
+Settings: ``ISTHMUS_OPERATOR_RESYNC`` (seconds between timer ticks, default 60),
+``ISTHMUS_OPERATOR_CLEANUP_RETRY`` (seconds before an unfinished deletion cleanup looks
+again, default 2).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ LOG = logging.getLogger(__name__)
 Key = tuple[str, str, str]  # kind, namespace, name
 
 RESYNC_SECONDS = float(os.environ.get("ISTHMUS_OPERATOR_RESYNC", "60"))
+CLEANUP_RETRY_SECONDS = float(os.environ.get("ISTHMUS_OPERATOR_CLEANUP_RETRY", "2"))
 MANAGED = {"app.kubernetes.io/managed-by": MANAGED_BY}
 KIND_BY_PLURAL = {plural: kind for kind, (plural, _, _) in KINDS.items()}
 
@@ -247,7 +250,7 @@ def _register_isthmus_kinds() -> None:
             async def on_delete(body: Any, _kind: str = kind, **_: Any) -> None:
                 obj = {**dict(body), "kind": _kind}
                 if not await controllers.DELETERS[_kind](queue().kube, obj):
-                    raise kopf.TemporaryError("waiting for cleanup to finish", delay=2)
+                    raise kopf.TemporaryError("waiting for cleanup to finish", delay=CLEANUP_RETRY_SECONDS)
                 await enqueue_owner_and_cloud(_kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
                                               obj)
 

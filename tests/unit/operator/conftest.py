@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, AsyncIterator
 
 import pytest
+import pytest_asyncio
 
 PASSWORDS = {"admin-password": "adm1n", "service-password": "s3rvice", "database-password": "db-pw",
              "transport-url": "rabbit://u:p@rabbit:5672/"}
@@ -32,3 +33,17 @@ def passwords_secret(namespace: str = "ns1") -> dict[str, Any]:
 @pytest.fixture
 def cloud() -> dict[str, Any]:
     return make_cloud()
+
+
+@pytest_asyncio.fixture
+async def op(kmock: Any) -> AsyncIterator[Any]:
+    """The real operator running in-process against the kmock emulator (kmock_harness)."""
+    from tests.unit.operator.kmock_harness import Operator, register_resources
+
+    register_resources(kmock)
+    operator = Operator(kmock)
+    await operator.start()
+    try:
+        yield operator
+    finally:
+        await operator.close()

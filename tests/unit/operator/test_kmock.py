@@ -4,55 +4,16 @@ behaviours marked K/both (numbers in the test names are §6.5's)."""
 from __future__ import annotations
 
 import asyncio
-import configparser
 import json
-from typing import Any, AsyncIterator
 
 import pytest
-import pytest_asyncio
 
-from tests.unit.operator.conftest import PASSWORDS, make_cloud
-from tests.unit.operator.kmock_harness import NS, Operator, register_resources
+from tests.unit.operator.conftest import PASSWORDS
+from tests.unit.operator.kmock_harness import (NS, Operator, ini, make, registrations, secret,
+                                               secret_file)
 
 pytestmark = pytest.mark.asyncio
 
-
-@pytest_asyncio.fixture
-async def op(kmock: Any) -> AsyncIterator[Operator]:
-    register_resources(kmock)
-    operator = Operator(kmock)
-    await operator.start()
-    try:
-        yield operator
-    finally:
-        await operator.close()
-
-
-def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS}, "stringData": data}
-
-
-async def make(op: Operator, with_secret: bool = True, **overrides: Any) -> dict[str, Any]:
-    if with_secret:
-        await op.create(secret("passwords", dict(PASSWORDS)))
-        await op.create(secret("appcred", {"application-credential-id": "id1",
-                                           "application-credential-secret": "sec1"}))
-    cloud = make_cloud(namespace=NS, **overrides)
-    cloud["metadata"]["generation"] = 1
-    cloud["metadata"].pop("uid")
-    return await op.create(cloud)
-
-
-def ini(text: str) -> configparser.ConfigParser:
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read_string(text)
-    return parser
-
-
-def secret_file(obj: dict[str, Any], key: str) -> str:
-    import base64
-
-    return base64.b64decode(obj["data"][key]).decode()
 
 
 async def test_02_03_children_owned_and_initial_status(op: Operator) -> None:
@@ -171,11 +132,6 @@ async def test_09_network_attachments(op: Operator) -> None:
             [{"name": f"{NS}/internalapi", "ips": ["172.17.0.31"]}])}}, "spec": {}})
     await op.wait_condition("Region", region, "NetworkAttachmentsReady", "True")
     assert (await op.get("Region", region))["status"]["networkAttachments"] == {"internalapi": ["172.17.0.31"]}
-
-
-async def registrations(op: Operator, owner: str) -> dict[str, dict[str, Any]]:
-    return {r["spec"]["serviceType"]: r for r in
-            await op.list("EndpointRegistration", **{"app.kubernetes.io/instance": owner})}
 
 
 async def test_10_nova_toggles(op: Operator) -> None:

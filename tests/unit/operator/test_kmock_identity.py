@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from isthmus.operator import fernet
 from isthmus.operator.kube import secret_text
-from tests.unit.operator.kmock_harness import Operator, register_resources
-from tests.unit.operator.test_kmock import make
+from tests.unit.operator.kmock_harness import Operator, make
 
 pytestmark = pytest.mark.asyncio
 
-
-@pytest_asyncio.fixture
-async def op(kmock: Any) -> AsyncIterator[Operator]:
-    register_resources(kmock)
-    operator = Operator(kmock)
-    await operator.start()
-    try:
-        yield operator
-    finally:
-        await operator.close()
 
 
 async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(op: Operator) -> None:
