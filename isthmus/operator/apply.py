@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Mapping
 
-from isthmus.operator import objects
+from isthmus.operator import model, objects
+from isthmus.operator.crds import KINDS
 from isthmus.operator.kube import Kube, encode_secret
 
 LOG = logging.getLogger(__name__)
@@ -34,6 +35,30 @@ def covers(actual: Any, desired: Any) -> bool:
     return actual == desired
 
 
+def removed_keys(actual: Any, desired: Any) -> Obj:
+    """Merge-patch nulls for the map keys ``actual`` has and ``desired`` no longer has (nested)."""
+    out: Obj = {}
+    if isinstance(actual, Mapping) and isinstance(desired, Mapping):
+        for key, value in actual.items():
+            if key not in desired:
+                out[key] = None
+            else:
+                nested = removed_keys(value, desired[key])
+                if nested:
+                    out[key] = nested
+    return out
+
+
+def with_nulls(desired: Any, nulls: Obj) -> Any:
+    if not nulls:
+        return desired
+    out = dict(desired)
+    for key, value in nulls.items():
+        inner = desired.get(key)
+        out[key] = None if value is None else with_nulls(inner if isinstance(inner, Mapping) else {}, value)
+    return out
+
+
 def desired_patch(desired: Obj, actual: Obj) -> Obj | None:
     """The merge patch that brings ``actual`` to ``desired``, or None if nothing differs."""
     patch: Obj = {}
@@ -50,6 +75,15 @@ def desired_patch(desired: Obj, actual: Obj) -> Obj | None:
     for field in OWNED_FIELDS.get(desired["kind"], DEFAULT_OWNED):
         if field in desired and not covers(actual.get(field), desired[field]):
             patch[field] = desired[field]
+    if desired["kind"] in KINDS and "spec" in desired:
+        # Fix: a child resource's spec is the operator's alone, and a merge patch never
+        # removes a key it does not name, so a field dropped from the umbrella (say
+        # regions[].neutron.vniRanges) stayed in the child for good and "covers" saw no
+        # difference. Null out the keys the stored spec has beyond the desired one; the
+        # desired one is taken with the CRD's defaults, which an API server adds back.
+        nulls = removed_keys(actual.get("spec"), model.defaulted_spec(desired["kind"], desired["spec"]))
+        if nulls:
+            patch["spec"] = with_nulls(patch.get("spec", desired["spec"]), nulls)
     return patch or None
 
 
