@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from isthmus.ccm.config import parse_config
 from isthmus.operator import objects
-from tests.unit.operator.kmock_harness import NS, Operator, register_resources
-from tests.unit.operator.test_kmock import ini, make, registrations, secret, secret_file
+from tests.unit.operator.kmock_harness import NS, Operator, ini, make, registrations, secret, secret_file
 
 pytestmark = pytest.mark.asyncio
 
@@ -28,17 +26,6 @@ IDS = "cloud-identity"
 R1, R2 = "cloud-region-regionone", "cloud-region-regiontwo"
 KEYSTONE_PUBLIC = f"http://{IDS}-public.{NS}.svc:5000/v3"
 OFF = {"enabled": False}
-
-
-@pytest_asyncio.fixture
-async def op(kmock: Any) -> AsyncIterator[Operator]:
-    register_resources(kmock)
-    operator = Operator(kmock)
-    await operator.start()
-    try:
-        yield operator
-    finally:
-        await operator.close()
 
 
 def external(service: str, host: str) -> dict[str, Any]:
