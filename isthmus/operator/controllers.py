@@ -272,6 +272,10 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
         return None
     now = now or datetime.now(timezone.utc).replace(microsecond=0)
     stamp = (keys["metadata"].get("annotations") or {}).get(fernet.ROTATED_AT)
+    if stamp and not fernet.valid_stamp(stamp):
+        LOG.warning("%s/%s: %s=%r is not a time; the clock restarts now", ns(keys), name(keys),
+                    fernet.ROTATED_AT, stamp)
+        stamp = None
     patch: Obj | None = None
     if not stamp:
         patch = {"metadata": {"annotations": {fernet.ROTATED_AT: now.isoformat()}}}
@@ -386,13 +390,10 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
         existing = spec.get("existingControlPlane")
         if existing:
             await existing_control_plane(kube, region, existing, creds, keystone, conds, extra)
-            desired_now = desired
-        else:
-            desired_now = desired
         # A Deployment whose schema Job has not succeeded waits (neutron, nova-api, cinder-api).
         jobs = {name(o) for o in desired if o["kind"] == "Job"}
         gated = {name(o) for o in desired if o["kind"] == "Deployment" and db_sync_of(name(o)) in jobs}
-        desired_now = [o for o in desired_now if o["kind"] != "Deployment" or name(o) not in gated]
+        desired_now = [o for o in desired if o["kind"] != "Deployment" or name(o) not in gated]
         nads = spec["neutron"].get("networkAttachments") or []
         if nads and not existing:
             selector = {"app.kubernetes.io/name": "neutron", "app.kubernetes.io/instance": n}

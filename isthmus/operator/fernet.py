@@ -63,6 +63,13 @@ def rotate(keys: Mapping[str, str], staged: str, max_active: int = MAX_ACTIVE_KE
     return out
 
 
+def valid_stamp(text: str) -> bool:
+    try:
+        return datetime.fromisoformat(text).tzinfo is not None
+    except ValueError:
+        return False
+
+
 def due(rotated_at: str | None, interval: timedelta, now: datetime) -> bool:
     """Whether a rotation is due; never when disabled, and not before a first stamp
     (the keys were just made: stamping them starts the clock)."""

@@ -64,3 +64,73 @@ def test_due() -> None:
     assert not fernet.due("2026-12-01T12:00:01+00:00", day, now)
     assert not fernet.due(None, day, now)  # first sight: stamp, don't rotate
     assert not fernet.due("2026-01-01T00:00:00+00:00", timedelta(0), now)  # disabled
+
+
+@pytest.mark.parametrize("stamp,valid", [("2026-12-01T12:00:00+00:00", True), ("2026-12-01T12:00:00Z", True),
+                                         ("2026-12-01T12:00:00", False), ("yesterday", False)])
+def test_stamps(stamp: str, valid: bool) -> None:
+    assert fernet.valid_stamp(stamp) is valid
+
+
+class RecordingKube:
+    def __init__(self) -> None:
+        self.patches: list[dict] = []
+
+    async def patch(self, kind, namespace, name, patch, subresource=None):
+        self.patches.append(patch)
+        return None
+
+
+def keys_secret(annotations: dict[str, str] | None = None) -> dict:
+    import base64
+
+    data = {k: base64.b64encode(v.encode()).decode() for k, v in {"0": "s", "1": "a", "2": "p"}.items()}
+    return {"kind": "Secret", "metadata": {"name": "ids-fernet-keys", "namespace": "ns", "resourceVersion": "7",
+                                           "annotations": annotations or {}}, "data": data}
+
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stamp", [None, "not a time"])
+async def test_controller_first_stamps_then_waits_a_whole_interval(stamp) -> None:
+    from isthmus.operator.controllers import rotate_fernet_keys
+
+    kube, extra = RecordingKube(), {}
+    annotations = {fernet.ROTATED_AT: stamp} if stamp else {}
+    after = await rotate_fernet_keys(kube, keys_secret(annotations), {"fernetRotationInterval": "1h"}, extra, NOW)
+    assert kube.patches == [{"metadata": {"annotations": {fernet.ROTATED_AT: NOW.isoformat()}}}]
+    assert after == 3600 and extra["fernetKeysRotatedAt"] == NOW.isoformat()
+
+
+@pytest.mark.asyncio
+async def test_controller_rotates_when_due_conditionally_and_drops_the_oldest() -> None:
+    import base64
+
+    from isthmus.operator.controllers import rotate_fernet_keys
+
+    kube, extra = RecordingKube(), {}
+    stamp = (NOW - timedelta(hours=2)).isoformat()
+    after = await rotate_fernet_keys(kube, keys_secret({fernet.ROTATED_AT: stamp}),
+                                     {"fernetRotationInterval": "1h"}, extra, NOW)
+    (patch,) = kube.patches
+    assert patch["metadata"]["resourceVersion"] == "7"
+    data = patch["data"]
+    assert data["1"] is None  # the oldest secondary goes (three keys stay)
+    assert base64.b64decode(data["3"]).decode() == "s" and base64.b64decode(data["2"]).decode() == "p"
+    assert base64.b64decode(data["0"]).decode() not in ("s", "a", "p")
+    assert after == 3600
+
+
+@pytest.mark.asyncio
+async def test_controller_not_due_or_disabled_writes_nothing() -> None:
+    from isthmus.operator.controllers import rotate_fernet_keys
+
+    kube = RecordingKube()
+    stamp = (NOW - timedelta(minutes=20)).isoformat()
+    assert await rotate_fernet_keys(kube, keys_secret({fernet.ROTATED_AT: stamp}),
+                                    {"fernetRotationInterval": "1h"}, {}, NOW) == 2400
+    assert await rotate_fernet_keys(kube, keys_secret({fernet.ROTATED_AT: stamp}),
+                                    {"fernetRotationInterval": "0"}, {}, NOW) is None
+    assert kube.patches == []
