@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from isthmus.ccm.config import AuthOptions, CloudConfig
 from isthmus.ccm.errors import RegionError
@@ -296,6 +296,33 @@ def _sdk_connection(session: Any, region: str, interface: str) -> Any:
     return connection.Connection(session=session, region_name=region, interface=interface)
 
 
+T = TypeVar("T")
+
+
+class RegionCache(Generic[T]):
+    """Objects built lazily, once per configured region, behind a region breaker: an
+    open breaker refuses at once, an unknown region is an error, a failed build is
+    retried on the next call (nothing is cached for it)."""
+
+    def __init__(self, regions: tuple[str, ...], breaker: RegionBreaker) -> None:
+        self.regions = regions
+        self.breaker = breaker
+        self._items: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, region: str, build: Callable[[], T]) -> T:
+        self.breaker.check(region)
+        with self._lock:
+            cached = self._items.get(region)
+        if cached is not None:
+            return cached
+        if region not in self.regions:
+            raise RegionError(region, "not a configured region")
+        created = build()  # outside the lock: a slow region must not hold up the others
+        with self._lock:
+            return self._items.setdefault(region, created)
+
+
 class OpenStackClients:
     """Per-region clients on one session; implements ``RegionClients``."""
 
@@ -314,26 +341,19 @@ class OpenStackClients:
         self.regions = regions
         self.interface = interface
         self._connect = connect
-        self._clients: dict[str, OpenStackRegionClient] = {}
-        self._lock = threading.Lock()
+        self._clients: RegionCache[OpenStackRegionClient] = RegionCache(regions, self.breaker)
 
     @classmethod
     def from_config(cls, config: CloudConfig) -> OpenStackClients:
         return cls(build_session(config), config.regions, config.global_.interface)
 
     def client(self, region: str) -> OpenStackRegionClient:
-        self.breaker.check(region)
-        with self._lock:
-            cached = self._clients.get(region)
-        if cached is not None:
-            return cached
-        if region not in self.regions:
-            raise RegionError(region, "not a configured region")
+        return self._clients.get(region, lambda: self._build(region))
+
+    def _build(self, region: str) -> OpenStackRegionClient:
         self._check_catalog(region)
-        created = OpenStackRegionClient(region, self._connect(self.session, region, self.interface), self.breaker,
-                                       lambda *a: self.observe(*a))  # late-bound: metrics may come later
-        with self._lock:
-            return self._clients.setdefault(region, created)
+        return OpenStackRegionClient(region, self._connect(self.session, region, self.interface), self.breaker,
+                                     lambda *a: self.observe(*a))  # late-bound: metrics may come later
 
     def _check_catalog(self, region: str) -> None:
         """Fail early, and by name, if the catalog lacks this region's services.

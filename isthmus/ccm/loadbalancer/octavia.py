@@ -13,13 +13,12 @@ carries the Service's UID are touched (:func:`plan.is_ours`).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm.clients import RegionBreaker, _get_or_none, _region_errors, _sdk_connection
+from isthmus.ccm.clients import RegionBreaker, RegionCache, _get_or_none, _region_errors, _sdk_connection
 from isthmus.ccm.errors import CCMError, RegionError
 from isthmus.ccm.loadbalancer.plan import DesiredLB, Listener, Member, Monitor, is_ours, ownership_marker
 
@@ -543,17 +542,12 @@ class OctaviaClients:
         self.interface = interface
         self.breaker = breaker if breaker is not None else RegionBreaker()
         self._connect = connect
-        self._clients: dict[str, OctaviaClient] = {}
-        self._lock = threading.Lock()
+        self._clients: RegionCache[OctaviaClient] = RegionCache(regions, self.breaker)
 
     def client(self, region: str) -> OctaviaClient:
-        self.breaker.check(region)
-        with self._lock:
-            cached = self._clients.get(region)
-        if cached is not None:
-            return cached
-        if region not in self.regions:
-            raise RegionError(region, "not a configured region")
+        return self._clients.get(region, lambda: self._build(region))
+
+    def _build(self, region: str) -> OctaviaClient:
         from keystoneauth1 import exceptions as ksa_exc
 
         for service in SERVICES:
@@ -566,6 +560,4 @@ class OctaviaClients:
             if not url:
                 error = NoOctavia if service == "load-balancer" else RegionError
                 raise error(region, f"no {service} endpoint ({self.interface}) in the service catalog")
-        created = OctaviaClient(region, self._connect(self.session, region, self.interface), self.breaker)
-        with self._lock:
-            return self._clients.setdefault(region, created)
+        return OctaviaClient(region, self._connect(self.session, region, self.interface), self.breaker)
