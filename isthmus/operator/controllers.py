@@ -283,7 +283,7 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
         current = secret_text(keys)
         rotated = fernet.rotate(current, fernet.new_key())
         data: dict[str, str | None] = {k: base64.b64encode(v.encode()).decode() for k, v in rotated.items()}
-        data.update({k: None for k in current if k not in rotated})
+        data.update(apply.removed_keys(current, rotated))  # the dropped secondaries
         # resourceVersion makes the patch conditional: two writers cannot rotate twice.
         patch = {"metadata": {"annotations": {fernet.ROTATED_AT: now.isoformat()},
                               "resourceVersion": keys["metadata"].get("resourceVersion")}, "data": data}

@@ -47,6 +47,7 @@ import pytest
 import yaml
 
 from tests.conftest import BIN
+from tests.kmock_clients import api_client, write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -205,14 +206,6 @@ def world(sandbox: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
 
 
 # --- Kubernetes side: the production client against kmock ------------------------------------
-
-def api_client(kmock: Any) -> Any:
-    from kubernetes import client
-
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    return client.ApiClient(cfg)
-
 
 def node_api(kmock: Any) -> Any:
     from kubernetes import client
@@ -506,13 +499,7 @@ async def test_isthmus_ccm_process_initialises_and_holds_the_lease(
     """The console script, as the Deployment runs it, against kmock and the sandbox."""
     import kmock as km
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-        "clusters": [{"name": "kmock", "cluster": {"server": str(kmock.url).rstrip("/")}}],
-        "users": [{"name": "ccm", "user": {"token": "unused"}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "ccm"}}],
-    }))
+    kubeconfig = write_kubeconfig(kmock, tmp_path / "kubeconfig")
     put_node(kmock, world.name("two"), taints=[UNINIT])
     put_node(kmock, "ghost", f"openstack://RegionOne/{uuid.uuid4()}", ready=False)
     env = {k: v for k, v in os.environ.items() if k != "OS_CCM_REGIONAL"}

@@ -32,6 +32,7 @@ import pytest
 
 from tests.conftest import BIN
 from tests.integration.test_ccm import write_cloud_confs
+from tests.kmock_clients import core_api, write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -92,14 +93,6 @@ async def in_thread(fn: Callable[[], T]) -> T:
     return await asyncio.to_thread(fn)
 
 
-def core(kmock: Any) -> Any:
-    from kubernetes import client
-
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    return client.CoreV1Api(client.ApiClient(cfg))
-
-
 def controller(kmock: Any, world: LBWorld) -> Any:
     """What isthmus-ccm builds at startup, from the real cloud.conf."""
     from isthmus.ccm.clients import build_session
@@ -109,7 +102,7 @@ def controller(kmock: Any, world: LBWorld) -> Any:
 
     config = load_config(world.conf)
     octavia = OctaviaClients(build_session(config), config.regions, config.global_.interface)
-    return ServiceController(ServiceAPI(core(kmock)), octavia, config.load_balancer, config.regions,
+    return ServiceController(ServiceAPI(core_api(kmock)), octavia, config.load_balancer, config.regions,
                              cluster_name=world.tag, wait_timeout=120, resync=0)
 
 
@@ -225,7 +218,7 @@ async def test_region_one_service_lifecycle_touches_only_its_own(kmock: Any, lbw
         lbworld, "RegionOne", ("10.130.0.11", 30053), ("10.130.0.13", 30053))
 
     # Deleted: ours goes (cascade), then the finalizer; nothing else is touched
-    await in_thread(lambda: core(kmock).delete_namespaced_service(name, "default"))
+    await in_thread(lambda: core_api(kmock).delete_namespaced_service(name, "default"))
     assert service(kmock, name) is not None  # held by the finalizer until the cloud is clean
     await in_thread(ctl.sync)
     assert service(kmock, name) is None
@@ -255,12 +248,12 @@ async def test_nodes_in_both_regions_get_a_load_balancer_in_each(kmock: Any, lbw
     assert service(kmock, name)["status"]["loadBalancer"]["ingress"] == [{"ip": VIP}]  # one VIP, both regions'
 
     # RegionOne's only node leaves: RegionOne's load balancer goes, RegionTwo's stays
-    await in_thread(lambda: core(kmock).delete_node("b-one"))
+    await in_thread(lambda: core_api(kmock).delete_node("b-one"))
     await in_thread(ctl.sync)
     assert await in_thread(lambda: lb_tree(lbworld, "RegionOne", lb_name(lbworld, name))) is None
     assert await in_thread(lambda: lb_tree(lbworld, "RegionTwo", lb_name(lbworld, name))) is not None
 
-    await in_thread(lambda: core(kmock).delete_namespaced_service(name, "default"))
+    await in_thread(lambda: core_api(kmock).delete_namespaced_service(name, "default"))
     await in_thread(ctl.sync)
     assert service(kmock, name) is None
     for region in REGIONS:
@@ -300,7 +293,7 @@ async def test_region_two_octavia_down_deletes_nothing_and_converges_after(kmock
         assert service(kmock, name)["status"]["loadBalancer"]["ingress"] == [{"ip": VIP}]
 
         # deleted while RegionTwo is away: RegionOne is cleaned, the finalizer holds the Service
-        await in_thread(lambda: core(kmock).delete_namespaced_service(name, "default"))
+        await in_thread(lambda: core_api(kmock).delete_namespaced_service(name, "default"))
         outcome = (await in_thread(ctl.sync))[f"default/{name}"]
         assert list(outcome.failed) == ["RegionTwo"] and not outcome.finalizer_removed
         assert await in_thread(lambda: lb_tree(lbworld, "RegionOne", lb_name(lbworld, name))) is None
@@ -333,15 +326,8 @@ async def test_isthmus_ccm_process_runs_the_service_controller(kmock: Any, lbwor
     import os
     import signal
 
-    import yaml
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-        "clusters": [{"name": "kmock", "cluster": {"server": str(kmock.url).rstrip("/")}}],
-        "users": [{"name": "ccm", "user": {"token": "unused"}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "ccm"}}],
-    }))
+    kubeconfig = write_kubeconfig(kmock, tmp_path / "kubeconfig")
     name = f"{lbworld.tag}-proc"
     put_node(kmock, "p-one", "RegionOne", "10.130.0.41")
     put_service(kmock, name)
@@ -362,7 +348,7 @@ async def test_isthmus_ccm_process_runs_the_service_controller(kmock: Any, lbwor
         tree = await in_thread(lambda: lb_tree(lbworld, "RegionOne", lb_name(lbworld, name)))
         assert tree is not None and tree["listeners"][("TCP", 80)]["members"] == members(
             lbworld, "RegionOne", ("10.130.0.41", 30080))
-        await in_thread(lambda: core(kmock).delete_namespaced_service(name, "default"))
+        await in_thread(lambda: core_api(kmock).delete_namespaced_service(name, "default"))
         for _ in range(240):
             if service(kmock, name) is None:
                 break

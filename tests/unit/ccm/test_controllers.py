@@ -26,18 +26,13 @@ from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import NodeAddress, Server, ServerAddress
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.service import Manager, Periods, run
+from tests.kmock_clients import api_client
 
 from .fakes import FakeClients, FakeRegion
 
 NODES = kmock.resource("", "v1", "nodes")
 T = TypeVar("T")
 REGIONS = ("RegionOne", "RegionTwo")
-
-
-def api_client(server: Any) -> client.ApiClient:
-    cfg = client.Configuration()
-    cfg.host = str(server.url).rstrip("/")
-    return client.ApiClient(cfg)
 
 
 async def in_thread(fn: Callable[[], T]) -> T:

@@ -41,6 +41,7 @@ from isthmus.ccm.model import Server, ServerAddress
 from isthmus.ccm.controllers.events import NodeEvents
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
 from isthmus.ccm.service import Manager, Periods, build_parser
+from tests.kmock_clients import api_client
 
 from .fakes import FakeClients, FakeRegion
 from .lbfakes import FakeOctavia, FakeOctaviaRegions
@@ -357,9 +358,7 @@ async def test_rbac_covers_every_request_of_a_full_run(kmock: Any, scenario_clou
     kmock.objects[SERVICES, "default", "web"] = {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default", "uid": "u-1"},
         "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]}}
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    api = client.ApiClient(cfg)
+    api = api_client(kmock)
     recorder = Recorder(api)
     d = deployed()
     core = client.CoreV1Api(api)

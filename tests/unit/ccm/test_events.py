@@ -7,7 +7,6 @@ from typing import Any
 
 import kmock
 import pytest
-from kubernetes import client
 
 from isthmus.ccm.controllers.events import COMPONENT, NodeEvents
 from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI
@@ -15,6 +14,7 @@ from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import Backoff, NodeController
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import Server
+from tests.kmock_clients import core_api
 
 from .fakes import FakeClients, FakeRegion
 
@@ -35,9 +35,7 @@ async def test_lookup_failed_is_written_once_then_counted_then_synced(kmock: Any
     one = FakeRegion("RegionOne", down=True)
     two = FakeRegion("RegionTwo", [Server("i-2", "n2", "ACTIVE", "az", {"original_name": "m1"})])
     fakes = FakeClients({"RegionOne": one, "RegionTwo": two})
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    core = client.CoreV1Api(client.ApiClient(cfg))
+    core = core_api(kmock)
     nodes = NodeAPI(core)
     now = [0.0]
     written: list[str] = []
@@ -73,9 +71,7 @@ async def test_deleting_node_event(kmock: Any) -> None:
     kmock.objects[NODES, None, "gone"] = {
         "apiVersion": "v1", "kind": "Node", "metadata": {"name": "gone"},
         "spec": {"providerID": "openstack://R/i-gone"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    core = client.CoreV1Api(client.ApiClient(cfg))
+    core = core_api(kmock)
     nodes = NodeAPI(core)
     ctl = LifecycleController(nodes, Instances(FakeClients({"R": FakeRegion("R")}), ("R",), environ={}),
                               events=NodeEvents(core))

@@ -26,6 +26,7 @@ from isthmus.ccm.controllers.node import Backoff, NodeController
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import Server, ServerAddress
 from isthmus.ccm.service import Manager, Periods, run
+from tests.kmock_clients import api_client
 
 from .fakes import FakeClients, FakeRegion
 
@@ -173,9 +174,7 @@ async def test_node_added_after_start_is_initialised_without_another_list(kmock:
         Server("i-early", "early", "ACTIVE", "az", {"original_name": "m1"}, {"n": (ServerAddress("10.0.0.1"),)}),
         Server("i-late", "late", "ACTIVE", "az", {"original_name": "m1"}, {"n": (ServerAddress("10.0.0.2"),)}),
     ])})
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    api = client.ApiClient(cfg)
+    api = api_client(kmock)
     core = client.CoreV1Api(api)
     nodes = NodeAPI(core, timeout=5.0)
     inst = Instances(fakes, ("R",), environ={"OS_CCM_REGIONAL": "true"})

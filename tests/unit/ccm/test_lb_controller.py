@@ -8,11 +8,11 @@ from typing import Any, TypeVar
 
 import kmock
 import pytest
-from kubernetes import client
 
 from isthmus.ccm.loadbalancer import model as m
 from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceController
 from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
+from tests.kmock_clients import core_api
 
 from .lbfakes import FakeOctavia, FakeOctaviaRegions
 
@@ -30,9 +30,7 @@ async def in_thread(fn: Callable[[], T]) -> T:
 
 
 def api(server: Any) -> ServiceAPI:
-    cfg = client.Configuration()
-    cfg.host = str(server.url).rstrip("/")
-    return ServiceAPI(client.CoreV1Api(client.ApiClient(cfg)))
+    return ServiceAPI(core_api(server))
 
 
 def put_node(server: Any, name: str, region: str, ip: str, ready: bool = True, labels: dict | None = None) -> None:

@@ -41,6 +41,7 @@ from isthmus.ccm.loadbalancer.controller import (
 from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
 from isthmus.ccm.model import NodeAddress
 from isthmus.ccm.service import build_parser
+from tests.kmock_clients import core_api
 
 from .lbfakes import FakeOctavia, FakeOctaviaRegions
 from .test_informer import ScriptedAPI
@@ -336,9 +337,7 @@ async def test_unchanged_world_costs_no_list_after_the_first(kmock: Any, monkeyp
     monkeypatch.setattr(octavia_module, "OctaviaClients", lambda *a: FakeOctaviaRegions(octavias))
     put_node(kmock, "a1", "RegionOne", "10.0.0.1")
     kmock.objects[SERVICES, "default", "early"] = new_service("early")
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    core = client.CoreV1Api(client.ApiClient(cfg))
+    core = core_api(kmock)
     args = build_parser().parse_args(["--cloud-config", "x", "--kube-api-timeout", "5",
                                       "--service-sync-period", "0.2"])
     config = parse_config("[Global]\nregion = RegionOne\nregions = RegionTwo\n[LoadBalancer]\nsubnet-id = sub\n")

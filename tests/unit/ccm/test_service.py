@@ -7,7 +7,6 @@ from typing import Any
 
 import kmock
 import pytest
-from kubernetes import client
 
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WorkQueue
 from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI
@@ -16,6 +15,7 @@ from isthmus.ccm.controllers.node import NodeController
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import Server
 from isthmus.ccm.service import Manager, Periods
+from tests.kmock_clients import core_api
 
 from .fakes import FakeClients, FakeRegion
 
@@ -31,9 +31,7 @@ async def test_queue_work_stops_when_leadership_is_lost(kmock: Any) -> None:
                                             "spec": {"taints": [UNINIT]}, "status": {}}
     fakes = FakeClients({"R": FakeRegion("R", [Server(f"i-{n}", n, "ACTIVE", "az", {"original_name": "m1"})
                                                 for n in names])})
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    nodes = NodeAPI(client.CoreV1Api(client.ApiClient(cfg)))
+    nodes = NodeAPI(core_api(kmock))
     inst = Instances(fakes, ("R",), environ={})
     leading = iter([True, True])  # two nodes' worth of leadership, then lost
     cache, queue = NodeCache(), WorkQueue()
@@ -59,9 +57,7 @@ async def test_periodic_passes_stop_when_leadership_is_lost(kmock: Any) -> None:
             "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
     fakes = FakeClients({"R": FakeRegion("R", [Server(f"i-{n}", n, "ACTIVE", "az", {"original_name": "m1"})
                                                 for n in names])})
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    nodes = NodeAPI(client.CoreV1Api(client.ApiClient(cfg)))
+    nodes = NodeAPI(core_api(kmock))
     inst = Instances(fakes, ("R",), environ={})
     leading = iter([True, True])
     cache, queue = NodeCache(), WorkQueue()
