@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 ADMIN_URLS = {
@@ -22,7 +23,14 @@ ADMIN_URLS = {
     ),
     "mariadb": os.environ.get("ISTHMUS_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test"),
 }
-BACKENDS = ["sqlite", "postgresql", "mariadb"]
+# SQLite is a file: unit tier. The servers are the component tier (tests/tiers.py);
+# the mark is explicit because libpq's sockets are not Python's, which the unit
+# tier's guard sees.
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.component),
+    pytest.param("mariadb", marks=pytest.mark.component),
+]
 
 
 class Unreachable(Exception):

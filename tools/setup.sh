@@ -64,11 +64,16 @@ if [ ! -x .venv/bin/python ]; then
   say "creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import isthmus, keystone, neutron, nova, placement, glance, cinder, octavia, pytest' 2>/dev/null \
-   || [ constraints.txt -nt .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
+# What .venv was installed from: the pins, the project's requirements and where
+# the checkout lives (the editable install points here). Equal: nothing to do.
+wanted=$( { cat constraints.txt pyproject.toml; pwd; .venv/bin/python --version; } | sha256sum | cut -d' ' -f1)
+if [ "$(cat .venv/.installed 2>/dev/null)" != "$wanted" ]; then
   say "installing Python packages (pinned by constraints.txt)"
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -c constraints.txt -e '.[sandbox,test]'
-  touch .venv/.installed
+  # pip itself is pinned too; this machine's pip config may list extra package
+  # folders that do not exist, which pip reports once per package: not ours.
+  { .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt pip \
+    && .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[sandbox,test]'; } \
+    2> >(grep -v "^WARNING: Location 'file:" >&2)
+  echo "$wanted" > .venv/.installed
 fi
-say "ready: $(.venv/bin/isthmus --version)"
+say "ready: .venv matches constraints.txt and pyproject.toml"

@@ -1,29 +1,86 @@
 #!/usr/bin/env bash
-# Install, then run the whole test suite: unit tests and integration tests
-# against one real sandbox, started here on free ports and stopped at the end.
+# Install, then run the test suite in three tiers, cheapest first (tests/tiers.py
+# says which test belongs where):
 #
-# Two runs share that sandbox: first every test not marked ``exclusive``, on
-# two pytest-xdist workers (a module stays on one worker); then the exclusive
-# ones alone (they stop or freeze services, set the shared project's quotas,
-# or compare timings). With arguments, one plain pytest run with them (it
-# starts its own sandbox if an integration test needs one).
+#   ./tools/test.sh unit         ruff, mypy, and the pure unit tests on every core;
+#                                no sockets, processes or sandbox (a few minutes)
+#   ./tools/test.sh component    local servers and processes but no OpenStack: the
+#                                kmock tier, MariaDB/PostgreSQL engines, Chromium,
+#                                job-worker processes
+#   ./tools/test.sh integration  one sandbox for the whole tier, started here on free
+#                                ports and stopped at the end; every test not marked
+#                                exclusive on two workers, then the exclusive ones
+#                                alone (they stop, freeze or reconfigure services)
+#   ./tools/test.sh              all three in that order, stopping at the first
+#                                tier that fails (CI runs this)
+#   ./tools/test.sh ARGS...      one plain pytest run with ARGS (its integration
+#                                tests start a sandbox of their own unless
+#                                ISTHMUS_SANDBOX_DIR names a running one)
+#
+# Each pytest run writes a JUnit XML report to test-reports/ (TEST_REPORTS to move
+# it); tools/compare_durations.py compares two of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-if [ $# -gt 0 ]; then
-  exec .venv/bin/python -m pytest -ra --durations=25 "$@"
+PY=.venv/bin/python
+reports=${TEST_REPORTS:-test-reports}
+mkdir -p "$reports"
+
+pytest_run() {  # NAME ARGS...: one pytest run, its report in $reports/NAME.xml
+  local name=$1; shift
+  "$PY" -m pytest -ra --durations=25 --junitxml="$reports/$name.xml" -o junit_suite_name="$name" "$@"
+}
+
+if [ $# -gt 0 ] && [[ "$1" != unit && "$1" != component && "$1" != integration ]]; then
+  exec "$PY" -m pytest -ra --durations=25 "$@"
 fi
 
-state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-sandbox.XXXXXX")
-down() { .venv/bin/isthmus sandbox down --state-dir "$state" >/dev/null 2>&1 || true; }
-trap down EXIT
-echo "[test] starting the test sandbox in $state"
-started=$(date +%s)
-.venv/bin/python -m tests.conftest "$state" >/dev/null
-echo "[test] sandbox up in $(( $(date +%s) - started ))s"
-export ISTHMUS_SANDBOX_DIR="$state"
+# A tier's function runs in an `||` list, where bash ignores `set -e`: each
+# step's failure is collected by hand.
+tier_unit() {
+  local status=0
+  echo "[test] ruff check"
+  .venv/bin/ruff check --quiet . || status=1
+  echo "[test] mypy"
+  .venv/bin/mypy || status=1
+  pytest_run unit --tier unit -n auto -q || status=$?
+  return "$status"
+}
 
-status=0
-.venv/bin/python -m pytest -ra --durations=25 -n 2 --dist loadfile -m "not exclusive" || status=$?
-.venv/bin/python -m pytest -ra --durations=25 -m exclusive || status=$?
-exit "$status"
+tier_component() {
+  pytest_run component --tier component -n 2 -q
+}
+
+tier_integration() {
+  "$PY" -m tests.sandboxes others || true
+  local state
+  state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-sandbox.XXXXXX") || return 1
+  # shellcheck disable=SC2064 # the state dir is fixed now
+  trap ".venv/bin/isthmus sandbox down --state-dir '$state' >/dev/null 2>&1 || true" EXIT
+  echo "[test] starting the test sandbox in $state"
+  local started
+  started=$(date +%s)
+  "$PY" -m tests.sandboxes start "$state" >/dev/null || return 1
+  echo "[test] sandbox up in $(( $(date +%s) - started ))s"
+  export ISTHMUS_SANDBOX_DIR="$state"
+  local status=0
+  pytest_run integration --tier integration -n 2 --dist loadfile -m "not exclusive" || status=$?
+  pytest_run integration-exclusive --tier integration -m exclusive || status=$?
+  return "$status"
+}
+
+tiers=("$@")
+[ ${#tiers[@]} -gt 0 ] || tiers=(unit component integration)
+times=()
+for tier in "${tiers[@]}"; do
+  echo "[test] === $tier tier ==="
+  started=$(date +%s)
+  status=0
+  "tier_$tier" || status=$?
+  times+=("$tier $(( $(date +%s) - started ))s")
+  if [ "$status" -ne 0 ]; then
+    echo "[test] $tier tier FAILED (exit $status) after ${times[-1]#* }; later tiers not run"
+    exit "$status"
+  fi
+done
+echo "[test] passed: ${times[*]}"

@@ -2,10 +2,9 @@
 keystonemiddleware, the endpoint from the catalog, and the real ``openstack
 multiregion`` CLI.
 
-Starts its own ``--no-compute`` sandbox (Keystone, Neutron, Admin API; ~40 s) on
-free ports; set ISTHMUS_ADMIN_SANDBOX_DIR to reuse one that was started with
-``OS_JOBS__HANDLER_MODULES=tests.integration.admin_handlers`` and
-``PYTHONPATH=<repo>`` in its environment.
+Runs on the shared test sandbox, whose isthmus-admin loads the test job types of
+``admin_handlers`` through its config directory (tests/sandboxes.py); a test
+worker in this process runs them (the sandbox's isthmus-xjob never claims them).
 """
 
 from __future__ import annotations
@@ -23,14 +22,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import BIN, free_base_port, isthmus
 from tests.integration import admin_handlers
 from tests.integration.admin_handlers import BLOCK, FAIL, TOUCH
+from tests.sandboxes import BIN, load_test_job_types
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-HANDLERS_ENV = {"OS_JOBS__HANDLER_MODULES": "tests.integration.admin_handlers", "PYTHONPATH": str(REPO)}
 
 
 @dataclass
@@ -89,35 +86,29 @@ def _session(layout, user: str, project: str):
 
 
 @pytest.fixture(scope="module")
-def admin(tmp_path_factory):
+def admin(sandbox):
     from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
-    existing = os.environ.get("ISTHMUS_ADMIN_SANDBOX_DIR")
-    state_dir = Path(existing) if existing else tmp_path_factory.mktemp("admin-sandbox")
-    if not existing:
-        base = free_base_port(int(os.environ.get("ISTHMUS_TEST_ADMIN_BASE_PORT", "33000")), 2)
-        up = subprocess.run([str(BIN / "isthmus"), "sandbox", "up", "--no-compute", "--state-dir", str(state_dir),
-                             "--base-port", str(base)], capture_output=True, text=True, timeout=900,
-                            env={**os.environ, **HANDLERS_ENV}, cwd=REPO)
-        if up.returncode != 0:
-            isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
-            pytest.fail(f"sandbox up failed:\n{up.stdout}\n{up.stderr}")
-    layout = Layout.load(state_dir)
-    try:
-        sessions = {"admin": _session(layout, "admin", "admin"), "demo": _session(layout, "demo", "demo")}
-        url = sessions["admin"].get_endpoint(service_type="multiregion", interface="public",
-                                             region_name=CENTRAL_REGION)
-        yield AdminSandbox(layout, url, {k: s.get_token() for k, s in sessions.items()},
-                           {k: s.get_project_id() for k, s in sessions.items()})
-    finally:
-        if not existing:
-            isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
+    layout = Layout.load(sandbox.state_dir)
+    sessions = {"admin": _session(layout, "admin", "admin"), "demo": _session(layout, "demo", "demo")}
+    url = sessions["admin"].get_endpoint(service_type="multiregion", interface="public", region_name=CENTRAL_REGION)
+    found = AdminSandbox(layout, url, {k: s.get_token() for k, s in sessions.items()},
+                         {k: s.get_project_id() for k, s in sessions.items()})
+    if TOUCH not in {s["type"] for s in found.ok("GET", "/v1.0/jobs/schemas")["schemas"]}:
+        load_test_job_types(sandbox.state_dir)  # a sandbox not started by the tests (ISTHMUS_SANDBOX_DIR)
+    return found
 
 
 @pytest.fixture(scope="module")
 def worker(admin):
     """A job worker in this process for the test job types (an isthmus-xjob may run them too)."""
-    from isthmus.jobs import HandlerRegistry, JobStore, Worker, WorkerSettings, make_engine
+    from isthmus.jobs import (
+        HandlerRegistry,
+        JobStore,
+        Worker,
+        WorkerSettings,
+        make_engine,
+    )
 
     engine = make_engine(admin.layout.isthmus_db_url)
     handlers = HandlerRegistry()

@@ -46,8 +46,8 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from tests.conftest import BIN
 from tests.kmock_clients import api_client, write_kubeconfig
+from tests.sandboxes import BIN
 
 pytestmark = pytest.mark.integration
 

@@ -30,9 +30,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.conftest import BIN
 from tests.integration.test_ccm import write_cloud_confs
 from tests.kmock_clients import core_api, write_kubeconfig
+from tests.sandboxes import BIN
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,9 @@ import pytest
 
 from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.layout import Layout
-from tests.conftest import BIN, free_base_port, isthmus
 from tests.integration.helpers import CENTRAL, delete_network, eventually
+from tests.integration.tour import shared_tour
+from tests.sandboxes import BIN, free_base_port, isthmus
 
 pytestmark = pytest.mark.integration
 
@@ -205,10 +206,10 @@ def test_a_deleted_servers_mac_leaves_the_other_regions_forwarding_tables(sandbo
 
 
 def test_the_tour_prints_the_cross_region_pings(sandbox, layout):
-    result = isthmus("sandbox", "tour", "--state-dir", str(sandbox.state_dir), timeout=900)
-    lines = [line for line in result.stdout.splitlines() if " -> " in line]
+    output = shared_tour(sandbox).output
+    lines = [line for line in output.splitlines() if " -> " in line]
     n = len(sandbox.regions)
-    assert len(lines) == n * (n - 1) and all("reply after" in line for line in lines), result.stdout
+    assert len(lines) == n * (n - 1) and all("reply after" in line for line in lines), output
 
 
 def test_dataplane_without_cap_net_admin_fails_in_one_line(tmp_path):

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.conftest import BIN
+from tests.sandboxes import BIN
 
 pytestmark = pytest.mark.integration
 CENTRAL = "CentralRegion"

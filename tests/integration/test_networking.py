@@ -411,7 +411,7 @@ def test_deleting_ports_and_networks_reaches_every_copy(sandbox, central, admin)
 # ------------------------------------------------ outages, drift, worker crashes
 
 def _isthmus(sandbox, *args):
-    from tests.conftest import isthmus
+    from tests.sandboxes import isthmus
 
     return isthmus(*args[:2], "--state-dir", str(sandbox.state_dir), *args[2:])
 

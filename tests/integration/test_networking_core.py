@@ -8,7 +8,13 @@ import uuid
 import pytest
 
 from tests.integration.helpers import CENTRAL, eventually
-from tests.integration.test_networking import _enqueue, _isthmus, _network_or_none, _port_or_none, boot
+from tests.integration.test_networking import (
+    _enqueue,
+    _isthmus,
+    _network_or_none,
+    _port_or_none,
+    boot,
+)
 
 pytestmark = pytest.mark.integration
 

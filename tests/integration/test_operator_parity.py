@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import BIN, Sandbox
+from tests.sandboxes import BIN, Sandbox
 
 pytestmark = pytest.mark.integration
 

@@ -250,7 +250,7 @@ def test_gateway_and_floating_ip_for_a_server_in_another_region(sandbox, admin, 
 
 
 def _sandbox(sandbox, *args: str):
-    from tests.conftest import isthmus
+    from tests.sandboxes import isthmus
 
     return isthmus(*args[:2], "--state-dir", str(sandbox.state_dir), *args[2:])
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.conftest import BIN, isthmus
+from tests.sandboxes import BIN, isthmus
 
 pytestmark = pytest.mark.integration
 

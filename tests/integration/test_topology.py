@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from tests.browser import artifact_dir, chrome, missing, wait_until
-from tests.conftest import BIN, isthmus
-from tests.integration.helpers import CENTRAL, delete_network, eventually
+from tests.integration.helpers import CENTRAL, eventually
+from tests.integration.tour import shared_tour
+from tests.sandboxes import BIN, isthmus
 
 pytestmark = pytest.mark.integration
 
@@ -50,29 +51,10 @@ def _get(url: str, timeout: float = 10) -> str:
 
 
 @pytest.fixture(scope="module")
-def tour(sandbox) -> Iterator[dict[str, str]]:
-    """The tour's network and one server per region, left running (``--keep``);
-    removed after the module. Yields the network id and each region's server id.
-    The tour's names are fixed (another test's tour would delete these servers),
-    so every test using it is exclusive."""
-    _sandbox(sandbox, "tour", "--keep", timeout=900)
-    central = sandbox.connect(CENTRAL)
-    net = central.network.find_network(TOUR_NET, ignore_missing=False)
-    servers = {}
-    for region in sandbox.regions:
-        conn = sandbox.connect(region)
-        (server,) = [s for s in conn.compute.servers(name=f"tour-{region.lower()}") if s.name == f"tour-{region.lower()}"]
-        servers[region] = server.id
-    yield {"network": net.id, **servers}
-    for region in sandbox.regions:
-        conn = sandbox.connect(region)
-        for server in [s for s in conn.compute.servers(name=f"tour-{region.lower()}")]:
-            conn.compute.delete_server(server)
-            conn.compute.wait_for_delete(server, wait=120)
-    for port in central.network.ports(network_id=net.id):
-        if not (port.device_owner or "").startswith("network:"):
-            central.network.delete_port(port, ignore_missing=True)
-    eventually(lambda: delete_network(central, net.id), timeout=60, what=f"delete of {TOUR_NET}")
+def tour(sandbox) -> dict[str, str]:
+    """The run's shared tour (tests/integration/tour.py): tour-net's id and each region's server id."""
+    shared = shared_tour(sandbox)
+    return {"network": shared.network, **shared.servers}
 
 
 @pytest.fixture

@@ -23,6 +23,8 @@ from isthmus.ccm.instances import Instances, NodeRef
 
 from .test_clients import StaticAuth
 
+pytestmark = pytest.mark.component  # a Kubernetes API (kmock) or HTTP servers in threads (tests/tiers.py)
+
 SERVER = {"id": "i1", "name": "node-1", "status": "ACTIVE", "OS-EXT-AZ:availability_zone": "az 2",
           "flavor": {"original_name": "m1.small"}, "addresses": {}, "metadata": {}}
 

@@ -30,6 +30,8 @@ from tests.kmock_clients import api_client
 
 from .fakes import FakeClients, FakeRegion
 
+pytestmark = pytest.mark.component  # a Kubernetes API (kmock) or HTTP servers in threads (tests/tiers.py)
+
 NODES = kmock.resource("", "v1", "nodes")
 T = TypeVar("T")
 REGIONS = ("RegionOne", "RegionTwo")

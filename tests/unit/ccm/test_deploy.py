@@ -346,6 +346,7 @@ def scenario_cloud() -> Iterator[FakeClients]:
     yield FakeClients({"RegionOne": one_region, "RegionTwo": FakeRegion("RegionTwo")})
 
 
+@pytest.mark.component  # a full run against kmock (tests/tiers.py)
 @pytest.mark.asyncio
 async def test_rbac_covers_every_request_of_a_full_run(kmock: Any, scenario_cloud: FakeClients) -> None:
     kmock.objects[NODES, None, "node-1"] = node("node-1", taints=[UNINIT])
@@ -422,6 +423,7 @@ async def test_rbac_covers_every_request_of_a_full_run(kmock: Any, scenario_clou
     assert not denied, denied
 
 
+@pytest.mark.component  # the health server over HTTP (tests/tiers.py)
 def test_probes_and_metrics_port_match_the_health_server() -> None:
     from isthmus.ccm.health import Health, HealthServer, Metrics
 

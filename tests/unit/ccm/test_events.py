@@ -18,6 +18,8 @@ from tests.kmock_clients import core_api
 
 from .fakes import FakeClients, FakeRegion
 
+pytestmark = pytest.mark.component  # a Kubernetes API (kmock) or HTTP servers in threads (tests/tiers.py)
+
 NODES = kmock.resource("", "v1", "nodes")
 EVENTS = kmock.resource("", "v1", "events")
 UNINIT = {"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}

@@ -6,6 +6,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+import pytest
 from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 from openstack.compute.v2.server import Server as SdkServer
@@ -23,6 +24,8 @@ from isthmus.ccm.service import Manager, Periods
 
 from .fakes import FakeClients, FakeRegion
 from .test_clients import Raises, Stub, conn
+
+pytestmark = pytest.mark.component  # a Kubernetes API (kmock) or HTTP servers in threads (tests/tiers.py)
 
 UNINIT = {"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}
 

@@ -167,6 +167,7 @@ def new_node(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"taints": [UNINIT]}}
 
 
+@pytest.mark.component  # a watch against kmock (tests/tiers.py)
 @pytest.mark.asyncio
 async def test_node_added_after_start_is_initialised_without_another_list(kmock: Any) -> None:
     kmock.objects[NODES, None, "early"] = new_node("early")

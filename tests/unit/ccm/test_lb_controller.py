@@ -16,6 +16,8 @@ from tests.kmock_clients import core_api
 
 from .lbfakes import FakeOctavia, FakeOctaviaRegions
 
+pytestmark = pytest.mark.component  # a Kubernetes API (kmock) or HTTP servers in threads (tests/tiers.py)
+
 SERVICES = kmock.resource("", "v1", "services")
 NODES = kmock.resource("", "v1", "nodes")
 EVENTS = kmock.resource("", "v1", "events")

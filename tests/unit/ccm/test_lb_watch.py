@@ -329,6 +329,7 @@ def new_service(name: str) -> dict:
                                                          "nodePort": 30080}]}}
 
 
+@pytest.mark.component  # watches against kmock (tests/tiers.py)
 @pytest.mark.asyncio
 async def test_unchanged_world_costs_no_list_after_the_first(kmock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import isthmus.ccm.loadbalancer.octavia as octavia_module

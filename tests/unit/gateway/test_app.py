@@ -10,7 +10,7 @@ from tests.unit.gateway.fakes import OTHER, PROJECT
 
 USER = {"X-Auth-Token": "user"}
 ADMIN = {"X-Auth-Token": "admin"}
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # fake regions served over HTTP (tests/tiers.py)
 
 
 async def test_versions_without_token_and_intersection(env):

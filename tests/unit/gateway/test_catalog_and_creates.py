@@ -68,6 +68,7 @@ async def env(tmp_path):
     await stop(client, servers)
 
 
+@pytest.mark.component  # fake regions over HTTP (tests/tiers.py)
 @pytest.mark.asyncio
 async def test_create_that_cannot_be_routed_is_undone(env):
     client, gateway, one = env
@@ -82,6 +83,7 @@ async def test_create_that_cannot_be_routed_is_undone(env):
     assert [r[0] for r in one.requests if "/servers" in r[1]][-2:] == ["POST", "DELETE"]
 
 
+@pytest.mark.component  # fake regions over HTTP (tests/tiers.py)
 @pytest.mark.asyncio
 async def test_identical_creates_under_one_request_id_share_one_upstream_create(env):
     client, gateway, one = env

@@ -7,6 +7,8 @@ import pytest
 
 from tests.unit.gateway.fakes import FakeNova, start, stop
 
+pytestmark = pytest.mark.component  # fake regions served over HTTP (tests/tiers.py)
+
 USER = {"X-Auth-Token": "user"}
 
 

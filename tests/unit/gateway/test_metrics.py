@@ -10,6 +10,8 @@ from prometheus_client import REGISTRY
 
 from isthmus.clients.breaker import Breaker
 
+pytestmark = pytest.mark.component  # fake regions served over HTTP (tests/tiers.py)
+
 USER = {"X-Auth-Token": "user"}
 
 

@@ -98,6 +98,7 @@ def test_database_down_yields_no_counts_not_an_error(tmp_path) -> None:
     assert list(metrics.JobCountsCollector(engine).collect()) == []
 
 
+@pytest.mark.component  # the metrics endpoint over HTTP (tests/tiers.py)
 def test_metrics_endpoint_scraped_after_work(sqlite_store: JobStore) -> None:
     job_type = run_noop_jobs(sqlite_store, 4)
     server, counts = metrics.serve(sqlite_store.engine, 0, "127.0.0.1")

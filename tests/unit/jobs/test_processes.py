@@ -21,6 +21,8 @@ from isthmus.jobs import JobStatus, JobStore, make_engine
 from .helpers import wait_for
 from .proc_handlers import lines
 
+pytestmark = pytest.mark.component  # job-worker processes (tests/tiers.py)
+
 REPO = Path(__file__).resolve().parents[3]
 
 

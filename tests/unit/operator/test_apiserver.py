@@ -24,9 +24,12 @@ from isthmus.operator import crds
 from tests.unit.operator.conftest import make_cloud
 
 ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
-pytestmark = pytest.mark.skipif(
-    not (ASSETS and Path(ASSETS, "kube-apiserver").exists() and Path(ASSETS, "etcd").exists()),
-    reason="needs KUBEBUILDER_ASSETS with etcd and kube-apiserver binaries (none can be installed here)")
+pytestmark = [
+    pytest.mark.skipif(
+        not (ASSETS and Path(ASSETS, "kube-apiserver").exists() and Path(ASSETS, "etcd").exists()),
+        reason="needs KUBEBUILDER_ASSETS with etcd and kube-apiserver binaries (none can be installed here)"),
+    pytest.mark.component,  # a real kube-apiserver and etcd (tests/tiers.py)
+]
 
 TOKEN = "isthmus-test-token"
 

@@ -12,7 +12,7 @@ from tests.unit.operator.conftest import PASSWORDS
 from tests.unit.operator.kmock_harness import (NS, Operator, ini, make, registrations, secret,
                                                secret_file)
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # the real operator against kmock (tests/tiers.py)
 
 
 

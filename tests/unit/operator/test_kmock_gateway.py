@@ -18,7 +18,7 @@ from isthmus.ccm.config import parse_config
 from isthmus.operator import objects
 from tests.unit.operator.kmock_harness import NS, Operator, ini, make, registrations, secret, secret_file
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # the real operator against kmock (tests/tiers.py)
 
 GW = "cloud-api-gateway"
 CCM = "cloud-ccm"

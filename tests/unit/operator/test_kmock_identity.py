@@ -9,7 +9,7 @@ from isthmus.operator import fernet
 from isthmus.operator.kube import secret_text
 from tests.unit.operator.kmock_harness import Operator, make
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # the real operator against kmock (tests/tiers.py)
 
 
 

@@ -15,7 +15,7 @@ from isthmus.operator import API_VERSION, controllers
 from tests.unit.operator.kmock_harness import (NS, Operator, ServerLikeKube, ini, make, register_resources,
                                                registrations, secret_file)
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # the real operator against kmock (tests/tiers.py)
 
 CNET = "cloud-central-network"
 ONE, TWO = "cloud-region-regionone", "cloud-region-regiontwo"

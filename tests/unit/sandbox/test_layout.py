@@ -1,3 +1,5 @@
+import configparser
+
 import pytest
 
 from isthmus.sandbox.layout import Layout, parse_regions
@@ -77,8 +79,15 @@ def test_stock_neutron_has_its_own_port_and_stock_ml2(tmp_path):
     assert "neutron-Stock" not in dict(planned_ports(Layout(tmp_path, compute=False)))
     layout.make_dirs()
     neutron.write_config(layout, STOCK_NEUTRON)
-    conf = (layout.etc / f"neutron-{STOCK_NEUTRON}" / "neutron.conf").read_text()
-    assert "core_plugin = ml2" in conf and "isthmus" not in conf.split("[keystone_authtoken]")[0]
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read(layout.etc / f"neutron-{STOCK_NEUTRON}" / "neutron.conf")
+    ml2 = configparser.ConfigParser(interpolation=None)
+    ml2.read(layout.etc / f"neutron-{STOCK_NEUTRON}" / "ml2_conf.ini")
+    # The plugin options, not the whole text: paths hold the checkout's folder, often named isthmus.
+    assert conf["DEFAULT"]["core_plugin"] == "ml2"
+    assert "isthmus" not in conf["DEFAULT"]["service_plugins"]
+    # Only the sandbox's binder (hosts without agents), none of Isthmus' own drivers.
+    assert ml2["ml2"]["mechanism_drivers"] == "isthmus_sandbox_binder"
 
 
 def test_octavia_is_off_by_default_and_catalogued_per_region_when_on(tmp_path):

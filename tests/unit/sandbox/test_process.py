@@ -7,6 +7,8 @@ import pytest
 from isthmus.sandbox import process
 from isthmus.sandbox.ini import render
 
+pytestmark = pytest.mark.component  # child processes (tests/tiers.py)
+
 
 def test_stop_kills_the_whole_process_group(tmp_path):
     # A parent that forks a child which ignores SIGTERM: both must be gone after stop().

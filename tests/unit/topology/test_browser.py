@@ -13,6 +13,8 @@ from isthmus.topology import model, web
 from tests.browser import artifact_dir, chrome, wait_until
 from tests.unit.topology import fixtures as fx
 
+pytestmark = pytest.mark.component  # an HTTP server or headless Chromium (tests/tiers.py)
+
 INTERVAL = 1.0
 RED = "rgb(198, 40, 40)"
 

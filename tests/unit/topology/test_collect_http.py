@@ -16,6 +16,8 @@ from keystoneauth1.identity import access as access_plugin
 from isthmus.topology import collect
 from tests.unit.topology import fixtures as fx
 
+pytestmark = pytest.mark.component  # an HTTP server or headless Chromium (tests/tiers.py)
+
 
 class Quiet(simple_server.WSGIRequestHandler):
     def log_message(self, *args) -> None:

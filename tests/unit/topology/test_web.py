@@ -8,6 +8,7 @@ import re
 import threading
 import urllib.request
 
+import pytest
 import webob
 
 from isthmus.topology import model, web
@@ -107,6 +108,7 @@ def test_refresher_keeps_the_last_good_model_on_failure() -> None:
     assert topology is not None and error == "RuntimeError: keystone down"
 
 
+@pytest.mark.component  # an HTTP server (tests/tiers.py)
 def test_served_over_http_on_a_free_port() -> None:
     state = web.State()
     state.set(model.build(fx.snapshot()), None)

@@ -1,0 +1,1 @@
+"""Developer scripts; a package so the unit tests can import the Python ones."""
