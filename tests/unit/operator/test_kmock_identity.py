@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from isthmus.operator import fernet
+from isthmus.operator import controllers, fernet
 from isthmus.operator.kube import secret_text
 from tests.unit.operator.kmock_harness import Operator, make
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # the real operator against kmock (tests/tiers.py)
 
 
+class OperatorClock(datetime):
+    """The operator's notion of now, moved by the test: a rotation happens only when
+    the test moves it past the interval, however slowly the machine runs (with the
+    wall clock, a busy machine let two rotations pass between two reads)."""
 
-async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(op: Operator) -> None:
+    current = datetime(2026, 1, 1, tzinfo=UTC)
+
+    @classmethod
+    def now(cls, tz=None):  # type: ignore[no-untyped-def, override]
+        return cls.current
+
+    @classmethod
+    def advance(cls, seconds: float) -> None:
+        cls.current = cls.current + timedelta(seconds=seconds)
+
+
+async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(
+        op: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(controllers, "datetime", OperatorClock)
     await make(op, regions=[{"name": "RegionOne"}], identity={"memcachedServers": ["mc:11211"],
                                                              "fernetRotationInterval": "2s"},
                apiGateway={"enabled": False}, centralNetwork={"enabled": False},
@@ -29,9 +48,13 @@ async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(op
         keys = secret_text(await op.get("Secret", f"{ids}-fernet-keys"))
         return keys if set(keys) == names else None
 
+    OperatorClock.advance(2)  # the interval: the next pass (requeued after it) rotates once
     second = await op.until(lambda: keys_with({"0", "1", "2"}), "first rotation")
     # The staged key became the primary; the primary stays as a secondary; a new key is staged.
     assert second["2"] == first["0"] and second["1"] == first["1"] and second["0"] not in first.values()
+    await asyncio.sleep(3)  # longer than the interval in real time: nothing rotates until the clock moves
+    assert await keys_with({"0", "1", "2"}) == second
+    OperatorClock.advance(2)
     third = await op.until(lambda: keys_with({"0", "2", "3"}), "second rotation (oldest secondary dropped)")
     assert third["3"] == second["0"] and third["2"] == second["2"]
     stored = await op.get("Secret", f"{ids}-fernet-keys")
