@@ -29,7 +29,6 @@ import uuid
 from pathlib import Path
 
 import requests
-
 from common import pct
 
 NONE_NET = {"OpenStack-API-Version": "compute 2.37"}

@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from common import connect, pct
+
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 HALF_TAG = "isthmus:half-of:"

@@ -47,11 +47,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from common import connect, pct
+
 from isthmus.network import binding_report
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 from isthmus.sandbox.nova import compute_host
@@ -368,7 +369,7 @@ def seconds_to_next_resync(store) -> float:
         return float("inf")
     if isinstance(due, str):
         due = datetime.fromisoformat(due)
-    return (due.replace(tzinfo=timezone.utc) - datetime.now(timezone.utc)).total_seconds()
+    return (due.replace(tzinfo=UTC) - datetime.now(UTC)).total_seconds()
 
 
 def count_runs(requests: list[Request], job_path: str) -> int:

@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 
 from common import connect, pct
+
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 

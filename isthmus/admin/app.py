@@ -54,10 +54,10 @@ from oslo_context import context as oslo_context
 from oslo_policy import policy as oslo_policy
 
 from isthmus import jobs, registry
-from isthmus.registry.bindings import Bindings
 from isthmus.admin import faults
 from isthmus.admin.faults import ApiError, BadRequest, Forbidden, NotFound
 from isthmus.admin.policy import ADMIN_API, BINDINGS_ALL_PROJECTS, JOBS_ALL_PROJECTS, ROUTINGS_ALL_PROJECTS
+from isthmus.registry.bindings import Bindings
 
 LOG = logging.getLogger(__name__)
 

@@ -14,13 +14,14 @@ Metric names are listed in docs/ccm.md.
 
 from __future__ import annotations
 
-# Names from the module in sys.modules, not the ``http`` package's attribute, which
-# eventlet's green re-import replaces where Neutron is imported too (the test suite).
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+# Names from the module in sys.modules, not the ``http`` package's attribute, which
+# eventlet's green re-import replaces where Neutron is imported too (the test suite).
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest

@@ -16,8 +16,15 @@ from urllib.parse import parse_qs
 from isthmus.gateway import images
 from isthmus.gateway.faults import Fault
 from isthmus.gateway.quotas import QuotaGuard, Reservations
-from isthmus.gateway.sync import (FLAVOR_SYNC, KEYPAIR_SYNC, QUOTA_SYNC, VOLUME_TYPE_SYNC, Regions, sync_flavor,
-                                  sync_volume_type)
+from isthmus.gateway.sync import (
+    FLAVOR_SYNC,
+    KEYPAIR_SYNC,
+    QUOTA_SYNC,
+    VOLUME_TYPE_SYNC,
+    Regions,
+    sync_flavor,
+    sync_volume_type,
+)
 from isthmus.jobs import JobContext, JobStore
 
 LOG = logging.getLogger(__name__)

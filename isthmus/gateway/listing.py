@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 Item = dict[str, Any]
@@ -145,7 +145,7 @@ def _scalar(value: Any) -> tuple:
             try:
                 parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
                 if parsed.tzinfo is None:
-                    parsed = parsed.replace(tzinfo=timezone.utc)
+                    parsed = parsed.replace(tzinfo=UTC)
                 return (2, parsed.timestamp(), "")
             except ValueError:
                 pass
@@ -161,7 +161,7 @@ class _Reversed:
     def __init__(self, value: tuple) -> None:
         self.value = value
 
-    def __lt__(self, other: "_Reversed") -> bool:
+    def __lt__(self, other: _Reversed) -> bool:
         return other.value < self.value
 
     def __eq__(self, other: object) -> bool:

@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from aiohttp import web
@@ -49,7 +49,7 @@ _LIMIT_USAGE = ("totalInstancesUsed", "totalCoresUsed", "totalRAMUsed", "totalSe
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Reservations:
 class Ticket:
     """A reservation held by one create."""
 
-    guard: "QuotaGuard"
+    guard: QuotaGuard
     reservation_id: str
 
     async def settle(self, created: bool) -> None:

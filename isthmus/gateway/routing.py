@@ -14,9 +14,9 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from isthmus.gateway.faults import Fault
 from isthmus.registry import Conflict, NotFound, Pod, Registry, Routing
 from isthmus.registry.bindings import Bindings
-from isthmus.gateway.faults import Fault
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -43,7 +43,7 @@ class Regions:
         self._registry = None
 
     @classmethod
-    def fixed(cls, session, regions) -> "Regions":
+    def fixed(cls, session, regions) -> Regions:
         """For the gateway's inline use: its own session and a region list callable."""
         obj = cls(None)
         obj._session = session

@@ -15,11 +15,10 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from isthmus.jobs import rows, transitions
+from isthmus.db import read_tx, retry_transient, skip_locked_supported, write_tx
+from isthmus.jobs import metrics, rows, transitions
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock
-from isthmus.db import read_tx, retry_transient, skip_locked_supported, write_tx
-from isthmus.jobs import metrics
 from isthmus.jobs.errors import LeaseLost
 from isthmus.jobs.models import Job, JobStatus
 from isthmus.jobs.schema import jobs, row_to_job, to_db

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from isthmus.jobs.clock import Clock
 from isthmus.db import retry_transient, write_tx
+from isthmus.jobs.clock import Clock
 from isthmus.jobs.registry import HandlerRegistry, HandlerSpec
 from isthmus.jobs.schema import schedules, to_db
 from isthmus.jobs.store import JobStore

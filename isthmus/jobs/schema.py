@@ -6,7 +6,7 @@ and "one runner per key" hold on every dialect without locks.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -75,7 +75,7 @@ def to_db(value: datetime | None) -> datetime | None:
     """Aware UTC -> naive UTC: every dialect stores the same wall time."""
     if value is None:
         return None
-    return value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value.astimezone(UTC).replace(tzinfo=None)
 
 
 def from_db(value: datetime | str | None) -> datetime | None:
@@ -83,7 +83,7 @@ def from_db(value: datetime | str | None) -> datetime | None:
         return None
     if isinstance(value, str):  # defensive: raw SQLite text
         value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=timezone.utc)
+    return value.replace(tzinfo=UTC)
 
 
 def row_to_job(row: RowMapping) -> Job:

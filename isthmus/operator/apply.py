@@ -10,7 +10,8 @@ never patched; Jobs are never patched (their pod template is immutable).
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from isthmus.operator import model, objects
 from isthmus.operator.crds import KINDS

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import base64
 import logging
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Awaitable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from isthmus.operator import apply, conditions as cond, fernet, model, objects
+from isthmus.operator import apply, fernet, model, objects
+from isthmus.operator import conditions as cond
 from isthmus.operator.conditions import Condition
 from isthmus.operator.kube import Kube, secret_text
 
@@ -270,7 +272,7 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
     except ValueError as exc:
         LOG.warning("%s/%s: %s; keys not rotated", ns(keys), name(keys), exc)
         return None
-    now = now or datetime.now(timezone.utc).replace(microsecond=0)
+    now = now or datetime.now(UTC).replace(microsecond=0)
     stamp = (keys["metadata"].get("annotations") or {}).get(fernet.ROTATED_AT)
     if stamp and not fernet.valid_stamp(stamp):
         LOG.warning("%s/%s: %s=%r is not a time; the clock restarts now", ns(keys), name(keys),

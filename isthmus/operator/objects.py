@@ -17,8 +17,9 @@ import base64
 import hashlib
 import json
 import secrets as _secrets
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from isthmus.operator import API_VERSION, MANAGED_BY, model
 from isthmus.render import cloudconf, compute, ini, neutron, services
@@ -56,7 +57,7 @@ class Credentials:
     regional_transport_urls: Mapping[str, str] = None  # type: ignore[assignment]
 
     @classmethod
-    def from_secret_data(cls, data: Mapping[str, str]) -> "Credentials":
+    def from_secret_data(cls, data: Mapping[str, str]) -> Credentials:
         """From a Secret's ``data`` (base64) or ``stringData`` (plain) map, already decoded."""
         missing = [key for key in ("admin-password", "service-password", "database-password") if not data.get(key)]
         if missing:

@@ -6,7 +6,7 @@ through the Admin API (``create``, which refuses a duplicate, ``get``, ``delete`
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -19,7 +19,7 @@ from isthmus.registry.store import MAX_LIMIT, _text
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _binding(row: sa.RowMapping) -> Binding:

@@ -10,8 +10,8 @@ from isthmus.render.ini import ServiceUser
 from isthmus.render.neutron import CENTRAL, LOCAL, PLAIN, NeutronValues
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.dataplane.names import tunnel_ip
-from isthmus.sandbox.nova import compute_host
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, STOCK_NEUTRON, Layout
+from isthmus.sandbox.nova import compute_host
 
 
 def _dir(layout: Layout, region: str) -> Path:

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-from isthmus.sandbox import database, gateway, glance, keystone, nova, neutron, placement, rabbitmq, registry, runtime, xjob
-from isthmus.sandbox import admin_api
-from isthmus.sandbox import cinder, octavia
+from isthmus.sandbox import (
+    admin_api,
+    cinder,
+    database,
+    gateway,
+    glance,
+    keystone,
+    neutron,
+    nova,
+    octavia,
+    placement,
+    rabbitmq,
+    registry,
+    runtime,
+    xjob,
+)
 from isthmus.sandbox.dag import Step
 from isthmus.sandbox.dataplane import host as dataplane
 from isthmus.sandbox.layout import CENTRAL_REGION, STOCK_NEUTRON, Layout

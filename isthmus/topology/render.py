@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+
 from isthmus.topology.model import NetworkBand, NetworkCopy, PortView, Topology
 
 FORMATS = ("table", "json", "yaml", "dot")

@@ -6,8 +6,9 @@ Requests go as raw REST calls, so the status and fault text are what a client se
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -4,6 +4,7 @@ wiped on a read that failed or a 404 central never recorded as its own delete.""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC
 
 import pytest
 
@@ -24,9 +25,9 @@ def _job(sandbox, job_type: str, resource_id: str):
 def _run_again(sandbox, job_type: str, resource_id: str):
     """Enqueue the job; a function that answers its outcome once a run that
     started after this enqueue has finished (an older result does not count)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    since = datetime.now(timezone.utc)
+    since = datetime.now(UTC)
     _enqueue(sandbox, job_type, resource_id)
 
     def finished():

@@ -20,8 +20,8 @@ from typing import Any
 from neutron.plugins.ml2 import plugin as ml2_plugin
 from neutron_lib import constants
 from neutron_lib import exceptions as n_exc
-from neutron_lib.api.definitions import portbindings
 from neutron_lib.api import validators
+from neutron_lib.api.definitions import portbindings
 from neutron_lib.plugins import utils as plugin_utils
 from oslo_config import cfg
 from oslo_db import exception as db_exc

@@ -12,8 +12,8 @@ namespace holding the external subnets' gateway addresses: the upstream router.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.dataplane.wiring import network_mtu

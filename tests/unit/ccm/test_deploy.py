@@ -30,6 +30,8 @@ import yaml
 from kubernetes import client
 
 from isthmus.ccm.config import parse_config
+from isthmus.ccm.controllers.events import NodeEvents
+from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
 from isthmus.ccm.controllers.kube import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.controllers.leader import LeaseElector
 from isthmus.ccm.controllers.lifecycle import LifecycleController
@@ -38,8 +40,6 @@ from isthmus.ccm.instances import Instances
 from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceCache, ServiceController
 from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
 from isthmus.ccm.model import Server, ServerAddress
-from isthmus.ccm.controllers.events import NodeEvents
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
 from isthmus.ccm.service import Manager, Periods, build_parser
 from tests.kmock_clients import api_client
 

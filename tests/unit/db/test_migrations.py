@@ -4,7 +4,7 @@ models' schema, and services refuse a schema older than their code."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -80,7 +80,7 @@ def _check_rows_survived(engine: sa.Engine, filled: dict[str, list[dict]]) -> No
         assert (job.status.value, dict(job.payload), job.attempt, job.failures, job.rerun, job.last_error,
                 job.lease_token, job.version) == (row["status"], row["payload"], row["attempt"], row["failures"],
                                                   row["rerun"], row["last_error"], row["lease_token"], row["version"])
-        assert job.run_after == T0.replace(tzinfo=timezone.utc)
+        assert job.run_after == T0.replace(tzinfo=UTC)
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT name, last_owner FROM isthmus_job_schedules")).all() == [
             ("network_sync", "host:1:abc")]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-
 import itertools
 import json
 import re
 import uuid
-from datetime import datetime, timezone
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -92,7 +91,7 @@ class FakeNova:
                 status = self.fail_creates.pop(0)
                 return web.json_response({"badRequest": {"code": status, "message": "refused"}}, status=status)
             doc = json.loads(body)
-            now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             server = self.add(doc["server"]["name"], created=now)
             if self.reply_delay:
                 await asyncio.sleep(self.reply_delay)

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from isthmus.jobs import HandlerRegistry, RetryPolicy, make_engine
-from isthmus.jobs import loader
-from isthmus.jobs.config import DEFAULT_CONNECTION, list_opts, retry_policy
 from isthmus.db import is_transient, migration, skip_locked_supported
+from isthmus.jobs import HandlerRegistry, RetryPolicy, loader, make_engine
+from isthmus.jobs.config import DEFAULT_CONNECTION, list_opts, retry_policy
 from isthmus.jobs.worker import build_worker, load_conf, main, settings_from_conf
 
 

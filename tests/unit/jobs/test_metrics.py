@@ -8,8 +8,7 @@ import uuid
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from isthmus.jobs import HandlerRegistry, JobStore, ManualClock, PermanentFailure, RetryLater, make_engine
-from isthmus.jobs import metrics
+from isthmus.jobs import HandlerRegistry, JobStore, ManualClock, PermanentFailure, RetryLater, make_engine, metrics
 
 from .helpers import make_runner
 

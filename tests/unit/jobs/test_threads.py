@@ -21,9 +21,9 @@ from isthmus.jobs import (
     WorkerSettings,
     make_engine,
 )
+from isthmus.jobs.models import ResourceRef
 from isthmus.jobs.periodic import ResyncScheduler
 from isthmus.jobs.registry import Resync
-from isthmus.jobs.models import ResourceRef
 
 from .helpers import make_runner, wait_for
 

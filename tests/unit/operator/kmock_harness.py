@@ -17,7 +17,8 @@ import os
 import time
 import uuid
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("ISTHMUS_OPERATOR_RESYNC", "30")
 os.environ.setdefault("ISTHMUS_OPERATOR_WATCH_TIMEOUT", "30")
@@ -42,7 +43,7 @@ TRIM_EVERY = 0.05
 # they are its handlers) before cancelling them; the test's task that awaits kopf is one of
 # them, so every stop took 5 s. Those waiting tasks are left out (kopf's private helper;
 # if it moves, stopping is only slower again).
-_WAITERS: "weakref.WeakSet[asyncio.Task]" = weakref.WeakSet()
+_WAITERS: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()
 _kopf_all_tasks = getattr(kopf_aiotasks, "all_tasks", None)
 
 
@@ -145,7 +146,7 @@ class Operator:
         if self.task is not None:
             try:
                 await asyncio.wait_for(self.task, timeout=10)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError):
                 self.task.cancel()
         os.environ.pop("ISTHMUS_OPERATOR_SERVER", None)
 

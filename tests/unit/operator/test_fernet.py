@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -58,7 +58,7 @@ def test_not_a_key_repository(keys: dict[str, str]) -> None:
 
 
 def test_due() -> None:
-    now = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
     day = timedelta(hours=24)
     assert fernet.due("2026-12-01T12:00:00+00:00", day, now)
     assert not fernet.due("2026-12-01T12:00:01+00:00", day, now)
@@ -89,7 +89,7 @@ def keys_secret(annotations: dict[str, str] | None = None) -> dict:
                                            "annotations": annotations or {}}, "data": data}
 
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.asyncio

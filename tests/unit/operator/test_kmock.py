@@ -9,8 +9,7 @@ import json
 import pytest
 
 from tests.unit.operator.conftest import PASSWORDS
-from tests.unit.operator.kmock_harness import (NS, Operator, ini, make, registrations, secret,
-                                               secret_file)
+from tests.unit.operator.kmock_harness import NS, Operator, ini, make, registrations, secret, secret_file
 
 pytestmark = pytest.mark.asyncio
 

@@ -12,8 +12,16 @@ from typing import Any
 import pytest
 
 from isthmus.operator import API_VERSION, controllers
-from tests.unit.operator.kmock_harness import (NS, Operator, ServerLikeKube, ini, make, register_resources,
-                                               registrations, secret_file)
+from tests.unit.operator.kmock_harness import (
+    NS,
+    Operator,
+    ServerLikeKube,
+    ini,
+    make,
+    register_resources,
+    registrations,
+    secret_file,
+)
 
 pytestmark = pytest.mark.asyncio
 

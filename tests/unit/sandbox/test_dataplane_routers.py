@@ -3,8 +3,12 @@ Neutron's routers, ports and floating IPs turn into, and the commands."""
 
 from isthmus.sandbox.dataplane import names, routers
 from isthmus.sandbox.dataplane.kernel import HostState, Link, RouterState, ServerInterface
-from isthmus.sandbox.dataplane.router_reconcile import (namespace_removals, outside_commands, router_link_commands,
-                                                        router_route_commands)
+from isthmus.sandbox.dataplane.router_reconcile import (
+    namespace_removals,
+    outside_commands,
+    router_link_commands,
+    router_route_commands,
+)
 from isthmus.sandbox.dataplane.wiring import plan_host
 
 HOST_NS = "isthmus-33000-abcdef-host-RegionTwo"
