@@ -559,7 +559,7 @@ def cleanup(layout: Layout, neutrons: Neutrons, store, created: Created, workers
     for region, network in created.regional_networks.items():
         clean &= delete_network(neutrons(region), network, timeout)
     for network in created.central_networks:
-        left = wait_until(lambda: region_leftovers(neutrons, layout.regions, network), timeout,
+        left = wait_until(lambda: region_leftovers(neutrons, layout.regions, network), timeout,  # noqa: B023 - polled within this iteration
                           f"copies of {network} left")
         clean &= not any(left.values())
     if created.groups:

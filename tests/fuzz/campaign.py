@@ -161,9 +161,9 @@ def table(results: list[PairResult]) -> str:
     rows = [head]
     for r in results:
         def cls(side: str) -> str:
-            if side == "stock" and all(o.stock is None for o in r.outcomes):
+            if side == "stock" and all(o.stock is None for o in r.outcomes):  # noqa: B023 - called within this iteration
                 return "- (own spec)"
-            c = r.classes(side)
+            c = r.classes(side)  # noqa: B023 - called within this iteration
             return f"{c['2xx']}/{c['4xx']}/{c['5xx']}"
         rows.append((r.pair, str(r.seed), str(len(r.outcomes)), cls("stock"), cls("isthmus"), str(len(r.diffs)),
                      f"{r.seconds:.0f}"))

@@ -278,9 +278,9 @@ def routed(sandbox, layout):
             central.network.remove_interface_from_router(router.id, port=port.id)
         central.network.delete_router(router.id, ignore_missing=True)
     for net in made["networks"]:
-        eventually(lambda: delete_network(central, net.id), timeout=120, what=f"delete of network {net.id}")
+        eventually(lambda: delete_network(central, net.id), timeout=120, what=f"delete of network {net.id}")  # noqa: B023 - polled within this iteration
     for net in made["external"]:
-        eventually(lambda: delete_network(admin_central, net.id), timeout=120, what=f"delete of network {net.id}")
+        eventually(lambda: delete_network(admin_central, net.id), timeout=120, what=f"delete of network {net.id}")  # noqa: B023 - polled within this iteration
 
 
 def _boot(sandbox, region: str, name: str, network_id: str):

@@ -214,16 +214,16 @@ def test_topology_page_shows_the_tour_and_a_region_going_down(sandbox, tour, pag
     with chrome() as driver:
         driver.get(page)
         for region in (one, two):
-            wait_until(lambda: _one(driver, f'.region.healthy[data-region="{region}"]'), 30, f"{region} healthy")
-            wait_until(lambda: _one(driver, f'.copy.present[data-network="{net}"][data-region="{region}"]'), 60,
+            wait_until(lambda: _one(driver, f'.region.healthy[data-region="{region}"]'), 30, f"{region} healthy")  # noqa: B023 - polled within this iteration
+            wait_until(lambda: _one(driver, f'.copy.present[data-network="{net}"][data-region="{region}"]'), 60,  # noqa: B023 - polled within this iteration
                        f"{TOUR_NET} in {region}")
         for region, other in ((one, two), (two, one)):
             server = wait_until(
-                lambda: _one(driver, f'.port.server[data-port="{ports[region]}"][data-region="{region}"]'), 60,
+                lambda: _one(driver, f'.port.server[data-port="{ports[region]}"][data-region="{region}"]'), 60,  # noqa: B023 - polled within this iteration
                 f"tour-{region.lower()} in {region}")
             assert f"tour-{region.lower()}" in server["text"]
             # Shadows are made by jobs, after the boot: a few refreshes may pass.
-            wait_until(lambda: _one(driver, f'.port.shadow[data-port="{ports[region]}"][data-region="{other}"]'),
+            wait_until(lambda: _one(driver, f'.port.shadow[data-port="{ports[region]}"][data-region="{other}"]'),  # noqa: B023 - polled within this iteration
                        120, f"the shadow of tour-{region.lower()} in {other}")
             assert _one(driver, f'.port.server[data-port="{ports[region]}"][data-region="{other}"]') is None
         # The band's copies sit side by side: regions are columns.
