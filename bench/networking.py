@@ -95,7 +95,7 @@ def central_list_fan_out(layout: Layout, central, network_id: str) -> int:
     for _ in range(20):
         list(central.network.ports(network_id=network_id))
     time.sleep(1)
-    return sum(p.read_text(errors="replace").count('"GET /v2.0/') - b for p, b in zip(logs, before))
+    return sum(p.read_text(errors="replace").count('"GET /v2.0/') - b for p, b in zip(logs, before, strict=True))
 
 
 def cleanup(layout: Layout, tag: str, made, central, r1) -> None:

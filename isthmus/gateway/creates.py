@@ -172,7 +172,7 @@ class Creates:
             try:
                 await self.router.record(spec.kind, resource_id, region, call.identity.project_id)
                 return
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - retried; after three failures the create is undone below
                 LOG.warning("%s: recording %s %s (attempt %d): %s", call.request_id, spec.kind, resource_id,
                             attempt + 1, err)
                 await asyncio.sleep(0.2 * (attempt + 1))
@@ -285,7 +285,7 @@ def _created_reply(spec: Routed, item: dict) -> Reply:
     obj: dict[str, Any] = ({k: item[k] for k in _SERVER_CREATE_FIELDS if k in item}
                            if spec.kind == "server" else item)
     headers: CIMultiDict[str] = CIMultiDict({"Content-Type": "application/json"})
-    self_link = next((l.get("href") for l in item.get("links") or [] if l.get("rel") == "self"), None)
+    self_link = next((link.get("href") for link in item.get("links") or [] if link.get("rel") == "self"), None)
     if spec.kind == "server" and self_link:
         headers["Location"] = self_link
     return Reply(202, headers, json.dumps({spec.singular: obj}).encode())

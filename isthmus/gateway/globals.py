@@ -139,7 +139,7 @@ def install(gateway, conf, engine, session) -> None:
                                  {"master": master, "only": region, "inline": True}, 1)
                 try:
                     await gateway.background.run(sync_flavor, Regions.fixed(session, lambda: [master, region]), ctx)
-                except Exception as err:  # noqa: BLE001
+                except Exception as err:  # noqa: BLE001 - logged; Nova reports a missing flavor itself
                     LOG.warning("%s: syncing flavor %s to %s failed: %s", call.request_id, flavor, region, err)
             for image_id in images.image_refs(server):
                 if not images.is_image_id(image_id):

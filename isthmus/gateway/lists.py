@@ -87,7 +87,7 @@ class MergedLists:
                     return [], False
                 data = reply.json() or {}
                 items = data.get(spec.list_key) or []
-                more = len(items) >= n or any(l.get("rel") == "next" for l in data.get(f"{spec.list_key}_links") or [])
+                more = len(items) >= n or any(link.get("rel") == "next" for link in data.get(f"{spec.list_key}_links") or [])
                 return items, more
             return fetch
 

@@ -143,7 +143,7 @@ def usage_across_regions(regions, replies, watched, policy: str, scope: tuple[st
     ``last_known``: the healthy regions keep creating, and each region's own
     limits, propagated from the master, still hold), or refuses (``refuse``)."""
     used = dict.fromkeys(watched, 0)
-    for region, reply in zip(regions, replies):
+    for region, reply in zip(regions, replies, strict=True):
         key = (*scope, region)
         if isinstance(reply, BaseException) or reply.status != 200:
             if policy == "refuse":
@@ -257,7 +257,7 @@ class QuotaGuard:
         replies = await asyncio.gather(*(self.fwd.forward(call, r, "GET", call.rel, body=b"",
                                                           timeout=self.settings.list_timeout) for r in regions),
                                        return_exceptions=True)
-        by_region = dict(zip(regions, replies))
+        by_region = dict(zip(regions, replies, strict=True))
         base = by_region.get(master)
         if isinstance(base, BaseException) or base is None:
             raise Fault(503, "The master region is unavailable.")

@@ -226,7 +226,7 @@ class Worker:
             try:
                 if self.scheduler.tick():
                     self._wake.set()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - logged; the next period retries
                 LOG.exception("periodic resync failed")
             self._stopping.wait(period)
 

@@ -32,7 +32,7 @@ def covers(actual: Any, desired: Any) -> bool:
         return isinstance(actual, Mapping) and all(covers(actual.get(k), v) for k, v in desired.items())
     if isinstance(desired, list):
         return (isinstance(actual, list) and len(actual) == len(desired)
-                and all(covers(a, d) for a, d in zip(actual, desired)))
+                and all(covers(a, d) for a, d in zip(actual, desired, strict=True)))
     return actual == desired
 
 

@@ -110,7 +110,7 @@ async def credentials(kube: Kube, obj: Obj, spec: Obj, conds: list[Condition]) -
         creds = objects.Credentials.from_secret_data(secret_text(secret))
     except KeyError as exc:
         conds.append(cond.false("InputReady", "SecretNotFound", f"Secret {spec['secret']} lacks {exc.args[0]}"))
-        raise Stop
+        raise Stop from exc
     conds.append(cond.true("InputReady", message="inputs present"))
     return creds
 

@@ -132,7 +132,7 @@ def _show_sharing(layout: Layout, say, network_id: str, rows) -> None:
 def _table(say, header, rows) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        say("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+        say("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)))
 
 
 def _cleanup_servers(conn, server_name: str) -> None:

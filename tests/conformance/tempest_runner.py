@@ -212,7 +212,7 @@ def run_both(layout, list_name: str, out: Path, concurrency: int) -> dict[Target
     pair = targets(layout.regions[0])
     with ThreadPoolExecutor(len(pair)) as pool:
         outcomes = list(pool.map(lambda t: run(layout, t, list_name, out, concurrency), pair))
-    return dict(zip(pair, outcomes))
+    return dict(zip(pair, outcomes, strict=True))
 
 
 def confirmed_regressions(layout, list_name: str, out: Path, direct: Outcome, isthmus: Outcome,

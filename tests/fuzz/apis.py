@@ -298,7 +298,7 @@ def read_schemas(services: tuple[str, ...] = ("neutron", "nova", "cinder"), time
         return json.loads(done.stdout)
 
     with ThreadPoolExecutor(len(services)) as pool:
-        return dict(zip(services, pool.map(read, services)))
+        return dict(zip(services, pool.map(read, services), strict=True))
 
 
 def _main(service: str) -> None:

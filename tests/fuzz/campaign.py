@@ -168,7 +168,7 @@ def table(results: list[PairResult]) -> str:
         rows.append((r.pair, str(r.seed), str(len(r.outcomes)), cls("stock"), cls("isthmus"), str(len(r.diffs)),
                      f"{r.seconds:.0f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in rows]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 

@@ -267,7 +267,7 @@ def test_19_21_23_merged_sorted_paginated_with_gateway_links(gw):
     assert created == sorted(created, reverse=True)
     assert {s["OS-EXT-AZ:availability_zone"] for s in mine} == {"az1", "az2"}
     for s in mine:
-        assert all(l["href"].startswith(gw.url + "/compute/") for l in s["links"])
+        assert all(link["href"].startswith(gw.url + "/compute/") for link in s["links"])
     named = gw.call("GET", f"/servers?name={tag}-1").json()["servers"]
     assert [s["id"] for s in named] == [ids[1]]
     # Pages of 2 over the whole list reproduce it, with gateway next links.
@@ -277,7 +277,7 @@ def test_19_21_23_merged_sorted_paginated_with_gateway_links(gw):
         pages += 1
         assert len(page["servers"]) <= 2
         seen += [s["id"] for s in page["servers"]]
-        nxt = [l["href"] for l in page.get("servers_links", []) if l["rel"] == "next"]
+        nxt = [link["href"] for link in page.get("servers_links", []) if link["rel"] == "next"]
         if nxt:
             assert nxt[0].startswith(gw.compute + "/servers/detail?") and "marker=" in nxt[0]
         url = nxt[0] if nxt else None
@@ -343,7 +343,7 @@ def test_28_images_through_the_gateway(gw):
     tiny = [i for i in detail if i["id"] == gw.image][0]
     for key in ("status", "minRam", "minDisk", "metadata"):
         assert key in tiny
-    assert all(l["href"].startswith(gw.url) for l in tiny["links"] if l["rel"] != "alternate")
+    assert all(link["href"].startswith(gw.url) for link in tiny["links"] if link["rel"] != "alternate")
     assert gw.call("GET", f"/images/{uuid.uuid4()}").status_code == 404
 
 

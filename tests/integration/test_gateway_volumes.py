@@ -133,7 +133,7 @@ def test_20_21_az_filter_and_pagination_sorted_by_name(vg):
     while url:
         page = vg.call("GET", url).json()
         seen += [v["id"] for v in page["volumes"]]
-        nxt = [l["href"] for l in page.get("volumes_links", []) if l["rel"] == "next"]
+        nxt = [link["href"] for link in page.get("volumes_links", []) if link["rel"] == "next"]
         if nxt:
             assert nxt[0].startswith(vg.volume + "/volumes/detail?")
         url = nxt[0] if nxt else None

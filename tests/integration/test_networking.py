@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 import openstack.exceptions as os_exc
 import pytest
 
-pytestmark = pytest.mark.integration
-
 from tests.integration.helpers import CENTRAL, delete_network, eventually
+
+pytestmark = pytest.mark.integration
 
 
 def boot(conn, name: str, network_id: str | None = None, port_id: str | None = None):
@@ -566,7 +566,7 @@ def test_deleting_a_security_group_at_central_deletes_every_copy(sandbox, centra
         servers[region] = (conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240), port)
     for region in sandbox.regions:
         assert admin[region].network.get_security_group(group.id).id == group.id
-    for region, (server, port) in servers.items():
+    for region, (server, _port) in servers.items():
         sandbox.connect(region).compute.delete_server(server)
     for region, (server, port) in servers.items():
         sandbox.connect(region).compute.wait_for_delete(server, wait=120)

@@ -67,4 +67,4 @@ def test_application_attribute_is_lazy(monkeypatch):
     assert wsgi.application == "the-app" and wsgi.application == "the-app"
     assert built == [1]
     with pytest.raises(AttributeError):
-        wsgi.not_there  # noqa: B018
+        wsgi.not_there  # noqa: B018 - the attribute access is the test

@@ -383,7 +383,7 @@ async def test_rbac_covers_every_request_of_a_full_run(kmock: Any, scenario_clou
     def follow(watcher: Informer) -> None:
         try:
             watcher.watch_once()  # what changed, as events; then idle until the read timeout
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - classified by the assertion
             assert classify_watch_error(exc) == "idle", exc
     clock = [0.0]
     elector = LeaseElector(client.CoordinationV1Api(api), d.lease_name, d.lease_namespace, "pod-0",

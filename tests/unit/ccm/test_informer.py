@@ -243,7 +243,7 @@ class Recording:
 
 def test_manager_waits_for_the_cache_and_schedules_from_it() -> None:
     now = [0.0]
-    clock = lambda: now[0]  # noqa: E731
+    clock = lambda: now[0]  # noqa: E731 - a fake clock read by two objects
     cache, queue = NodeCache(), WorkQueue(Backoff(base=1.0, clock=clock), clock=clock)
     rec = Recording(fail={"b"})
     manager = Manager(cache, queue, rec, rec, Periods(node_monitor=5, node_status_update=300, node_resync=60),  # type: ignore[arg-type]

@@ -59,7 +59,7 @@ async def test_merged_pagination_with_gateway_links(env):
         doc = await (await client.get(url, headers=USER)).json()
         pages += 1
         got += [s["id"] for s in doc["servers"]]
-        nxt = [l["href"] for l in doc.get("servers_links", []) if l["rel"] == "next"]
+        nxt = [link["href"] for link in doc.get("servers_links", []) if link["rel"] == "next"]
         url = None
         if nxt:
             assert nxt[0].startswith(str(client.make_url("")).rstrip("/") + "/compute/v2.1/servers/detail?")

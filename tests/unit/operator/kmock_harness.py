@@ -26,13 +26,13 @@ os.environ.setdefault("ISTHMUS_OPERATOR_WATCH_TIMEOUT", "30")
 # after this delay when not finished.
 os.environ.setdefault("ISTHMUS_OPERATOR_CLEANUP_RETRY", "0.5")
 
-import kopf  # noqa: E402
-from kopf._cogs.aiokits import aiotasks as kopf_aiotasks  # noqa: E402
+import kopf  # noqa: E402 - after the environment the operator reads at import
+from kopf._cogs.aiokits import aiotasks as kopf_aiotasks  # noqa: E402 - after the environment the operator reads at import
 
-from isthmus.operator import GROUP, VERSION, handlers  # noqa: E402
-from isthmus.operator.crds import KINDS  # noqa: E402
-from isthmus.operator.kube import RESOURCES, Kube  # noqa: E402
-from tests.unit.operator.conftest import PASSWORDS, make_cloud  # noqa: E402
+from isthmus.operator import GROUP, VERSION, handlers  # noqa: E402 - after the environment the operator reads at import
+from isthmus.operator.crds import KINDS  # noqa: E402 - after the environment the operator reads at import
+from isthmus.operator.kube import RESOURCES, Kube  # noqa: E402 - after the environment the operator reads at import
+from tests.unit.operator.conftest import PASSWORDS, make_cloud  # noqa: E402 - after the environment the operator reads at import
 
 Obj = dict[str, Any]
 NS = "ns1"
@@ -214,10 +214,10 @@ class Operator:
             try:
                 versions = [ [(c["type"], c["status"]) for c in ((v or {}).get("status") or {}).get("conditions", [])]
                             for v in self.kmock.objects[f"{res.api_version}/{res.plural}", NS, name].history]
-            except Exception as e:  # noqa
+            except Exception as e:  # noqa: BLE001 - only decorates the assertion
                 versions = repr(e)
             raise AssertionError(f"{exc}; conditions: {((obj or {}).get('status') or {}).get('conditions')}; "
-                                 f"history {versions}")
+                                 f"history {versions}") from exc
 
     async def simulate_ready(self, namespace: str = NS) -> int:
         """Mark every managed Deployment ready and every Job complete (as lib-common's
@@ -248,7 +248,7 @@ class Operator:
             return await self.until(check, f"{kind} {name} Ready", timeout)
         except AssertionError as exc:
             obj = await self.get(kind, name)
-            raise AssertionError(f"{exc}; conditions: {((obj or {}).get('status') or {}).get('conditions')}")
+            raise AssertionError(f"{exc}; conditions: {((obj or {}).get('status') or {}).get('conditions')}") from exc
 
     async def settle(self) -> None:
         """Until the operator's queue is empty twice in a row (no reconcile in flight)."""

@@ -121,7 +121,7 @@ async def test_09_network_attachments(op: Operator) -> None:
         await op.until(neutron_deployment, "neutron Deployment")
     except AssertionError as exc:
         got = await op.get("Region", region)
-        raise AssertionError(f"{exc}: {got.get('status')}")
+        raise AssertionError(f"{exc}: {got.get('status')}") from exc
     dep = await op.get("Deployment", f"{region}-neutron")
     networks = json.loads(dep["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
     assert networks == [{"name": "internalapi", "namespace": NS}]

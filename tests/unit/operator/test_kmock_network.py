@@ -230,7 +230,7 @@ async def test_22_delete_cloud_deregisters_first(op: Operator) -> None:
     region_jobs = await op.until(lambda: jobs_for(region_keys), "the Region's deregistration Jobs")
     await op.settle()
     assert [key for key, _ in await deregister_jobs(op)] == region_keys
-    for job, key in zip(region_jobs, region_keys):
+    for job, key in zip(region_jobs, region_keys, strict=True):
         command = container(job)["command"]
         assert command[command.index("--public") + 1] == registered[key]["spec"]["endpoints"]["public"]
         assert command[command.index("--internal") + 1] == registered[key]["spec"]["endpoints"]["internal"]

@@ -2,7 +2,7 @@
 
 from isthmus.sandbox.dataplane.host import CAP_NET_ADMIN, CAP_SYS_ADMIN, preflight_problem
 
-ALL_TOOLS = lambda tool: f"/usr/bin/{tool}"  # noqa: E731
+ALL_TOOLS = lambda tool: f"/usr/bin/{tool}"  # noqa: E731 - a one-line stand-in for shutil.which
 
 
 def test_root_with_the_tools_passes():
