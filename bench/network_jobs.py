@@ -124,7 +124,8 @@ def make_network(neutron, name: str, ports: int) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------------ access logs
-ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3}) \S+ "[^"]*" "(?P<agent>[^"]*)"')
+ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3}) \S+ '
+                         r'"[^"]*" "(?P<agent>[^"]*)"')
 
 
 @dataclass(frozen=True)
@@ -387,7 +388,8 @@ def check_reports(neutrons: Neutrons, network_id: str, made: list[MadePort]) -> 
     wrong = []
     for port in made:
         seen = by_id.get(port.id)
-        if seen is None or seen.get("binding:host_id") != compute_host(port.region) or (binding_report(seen) or {}).get("region") != port.region:
+        if (seen is None or seen.get("binding:host_id") != compute_host(port.region)
+                or (binding_report(seen) or {}).get("region") != port.region):
             wrong.append(f"{port.id} ({port.region}): {json.dumps(seen)[:200]}")
     return wrong
 
@@ -552,7 +554,8 @@ def cleanup(layout: Layout, neutrons: Neutrons, store, created: Created, workers
     started = time.monotonic()
     errors = delete_all(lambda p: neutrons(CENTRAL_REGION), created.central_ports, workers)
     errors += delete_all(lambda p: neutrons(p.region), created.regional_ports, workers)
-    say(f"  ports deleted in {time.monotonic() - started:.1f}s ({len(errors)} errors{': ' + errors[0] if errors else ''})")
+    say(f"  ports deleted in {time.monotonic() - started:.1f}s "
+        f"({len(errors)} errors{': ' + errors[0] if errors else ''})")
     clean = not errors
     for network in created.central_networks:
         clean &= delete_network(neutrons(CENTRAL_REGION), network, timeout)
@@ -647,7 +650,8 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
                       poll: float, requests: Counter[str] | None = None, events: int = 0) -> None:
     shadows = sum(len(v) for v in conv.expected.values())
     rate = shadows / conv.span_s if conv.span_s > 0 else float("nan")
-    print(f"\n2. job convergence ({'converged' if conv.converged else 'NOT CONVERGED'}; shadows polled every {poll:g}s)")
+    print(f"\n2. job convergence ({'converged' if conv.converged else 'NOT CONVERGED'}; "
+          f"shadows polled every {poll:g}s)")
     print("   shadows wanted per region: " + ", ".join(f"{r} {len(v)}" for r, v in conv.expected.items())
           + ("" if not any(conv.missing.values()) else f"; MISSING {conv.missing}"))
     print(f"{'':44} {'value':>10} {'x base':>7}")
@@ -676,7 +680,8 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
               + ", ".join(f"{kind} {n / events:.2f}" for kind, n in sorted(requests.items()))
               + f" ({events} events; port_sync and sg_member_sync per event must not grow with the ports)")
     print(f"   FAIL jobs in the Isthmus DB (all keys): {fails}; "
-          f"remote members admitted per region (address-group addresses): {', '.join(f'{r} {n}' for r, n in rules.items())}")
+          "remote members admitted per region (address-group addresses): "
+          f"{', '.join(f'{r} {n}' for r, n in rules.items())}")
 
 
 def print_fan_out(results: list[FanOut], regions: tuple[str, ...], calls: int) -> None:
@@ -698,7 +703,8 @@ def server_errors(layout: Layout, start: dict[str, int]) -> list[str]:
     for region, log in neutron_logs(layout).items():
         for request in log.since(start[region]):
             if request.status >= 500:
-                found.append(f"{region}: {request.method} {request.path[:90]} -> {request.status} ({request.agent[:20]})")
+                found.append(f"{region}: {request.method} {request.path[:90]} -> {request.status} "
+                             f"({request.agent[:20]})")
     return found
 
 

@@ -78,7 +78,8 @@ def main() -> None:
     print(f"{'boot (RegionOne)':42} {'p50 s':>7} {'p95 s':>7} {'x base':>7}")
     for name, values in (("region-only network (baseline)", local), ("central network, first boot (copy)", first),
                          ("central network, next boot", second)):
-        print(f"{name:42} {statistics.median(values):7.2f} {pct(values, .95):7.2f} {statistics.median(values) / base:7.2f}")
+        print(f"{name:42} {statistics.median(values):7.2f} {pct(values, .95):7.2f} "
+              f"{statistics.median(values) / base:7.2f}")
     print(f"\n{'port bound in RegionOne -> shadow in RegionTwo':48} p50 {statistics.median(shadow):.2f}s  "
           f"p95 {pct(shadow, .95):.2f}s  (n={len(shadow)})")
     print(f"\nregional Neutron requests during 20 central port lists: {fan_out} (want 0)")

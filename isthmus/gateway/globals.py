@@ -36,7 +36,8 @@ def install(gateway, conf, engine, session) -> None:
 
     def enqueue(job_type: str, resource_id: str, project_id: str | None, payload: dict | None = None):
         async def run() -> None:
-            await gateway.background.run(store.enqueue, job_type, resource_id, project_id=project_id, payload=payload or {})
+            await gateway.background.run(store.enqueue, job_type, resource_id, project_id=project_id,
+                                         payload=payload or {})
         return run()
 
     async def flavors(call, region, reply) -> None:

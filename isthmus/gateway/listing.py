@@ -77,7 +77,8 @@ def nova_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
     if len(dirs) > len(keys):
         raise InvalidSort("more sort_dir than sort_key parameters")
     dirs += ["desc"] * (len(keys) - len(dirs))
-    return _with_tiebreak([SortKey(NOVA_FIELDS.get(k, k), _desc(d), k) for k, d in zip(keys, dirs, strict=True)], "uuid")
+    return _with_tiebreak([SortKey(NOVA_FIELDS.get(k, k), _desc(d), k) for k, d in zip(keys, dirs, strict=True)],
+                          "uuid")
 
 
 def cinder_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:

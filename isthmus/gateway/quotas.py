@@ -152,7 +152,8 @@ def usage_across_regions(regions, replies, watched, policy: str, scope: tuple[st
             LOG.warning("quota of %s: %s did not answer; counting its last known usage %s", scope[1], region, counted)
         else:
             detail = (reply.json() or {}).get("quota_set") or {}
-            counted = {k: int((detail.get(k) or {}).get("in_use") or 0) + int((detail.get(k) or {}).get("reserved") or 0)
+            counted = {k: int((detail.get(k) or {}).get("in_use") or 0)
+                       + int((detail.get(k) or {}).get("reserved") or 0)
                        for k in watched}
             last_known[key] = counted
         for k in used:

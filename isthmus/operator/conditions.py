@@ -159,7 +159,8 @@ def mirror(type_: str, child: Mapping[str, Any] | None, label: str) -> Condition
     if ready is None:
         return unknown(type_, "Requested", f"{label}: setup started")
     if ready.status == TRUE:  # Ready, but for an older generation
-        return unknown(type_, "Requested", f"{label}: applying generation {(child.get('metadata') or {}).get('generation')}")
+        generation = (child.get("metadata") or {}).get("generation")
+        return unknown(type_, "Requested", f"{label}: applying generation {generation}")
     return Condition(type_, ready.status, ready.reason, f"{label}: {ready.message}")
 
 

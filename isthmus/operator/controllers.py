@@ -428,7 +428,8 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
                           if r.get("region") == rname]
             extra["registeredWithCentral"] = {"registered": bool(registered), "podId": rname if registered else ""}
             if registered:
-                conds.append(cond.true("CentralRegistrationReady", message=f"registered with {spec['centralNetworkRef']}"))
+                conds.append(cond.true("CentralRegistrationReady",
+                                       message=f"registered with {spec['centralNetworkRef']}"))
             else:
                 conds.append(cond.false("CentralRegistrationReady", "Waiting",
                                         f"waiting for CentralNetwork {spec['centralNetworkRef']} to register it"))
@@ -453,7 +454,8 @@ async def existing_control_plane(kube: Kube, region: Obj, existing: Obj, creds: 
     if current != snippet:
         LOG.info("patching OpenStackControlPlane %s/%s: Isthmus local plugin", where, existing["name"])
         await kube.patch("OpenStackControlPlane", where, existing["name"], objects.control_plane_patch(snippet))
-        conds.append(cond.false("NeutronReady", "Waiting", "customServiceConfig patched; waiting for the control plane"))
+        conds.append(cond.false("NeutronReady", "Waiting",
+                                "customServiceConfig patched; waiting for the control plane"))
         return
     ready = cond.find((oscp.get("status") or {}).get("conditions") or [], "Ready")
     if ready and ready.status == cond.TRUE and cond.child_ready(oscp):

@@ -220,7 +220,8 @@ async def enqueue_referrers(namespace: str, name: str, fields: tuple[str, ...]) 
         for item in await work.kube.list(kind, namespace):
             spec = item.get("spec") or {}
             refs = {spec.get(f) for f in fields if isinstance(spec.get(f), str)}
-            refs |= {(spec.get("tls") or {}).get("publicCertSecret"), (spec.get("credentialsSecretRef") or {}).get("name")}
+            refs |= {(spec.get("tls") or {}).get("publicCertSecret"),
+                     (spec.get("credentialsSecretRef") or {}).get("name")}
             refs |= set((spec.get("neutron") or {}).get("networkAttachments") or [])
             refs |= {(spec.get("existingControlPlane") or {}).get("name")}
             if name in refs:

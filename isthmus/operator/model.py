@@ -87,7 +87,8 @@ def validate_cloud(spec: dict[str, Any]) -> list[str]:
             section = region[service]
             _replicas(f"{path}.{service}", section, errors)
             urls = section.get("externalEndpoints") or {}
-            if section["enabled"] and section["mode"] == "External" and not (urls.get("public") and urls.get("internal")):
+            if (section["enabled"] and section["mode"] == "External"
+                    and not (urls.get("public") and urls.get("internal"))):
                 errors.append(f"{path}.{service}: mode External needs externalEndpoints.public and .internal")
     for name in ("identity", "centralNetwork", "apiGateway"):
         _replicas(f"spec.{name}", spec[name], errors)

@@ -114,7 +114,8 @@ class Registry:
 
     def find_pod(self, region_name: str) -> Pod | None:
         with read_tx(self.engine) as conn:
-            row = conn.execute(sa.select(schema.pods).where(schema.pods.c.region_name == region_name)).mappings().first()
+            query = sa.select(schema.pods).where(schema.pods.c.region_name == region_name)
+            row = conn.execute(query).mappings().first()
         return _pod(row) if row else None
 
     def delete_pod(self, pod_id: str) -> None:

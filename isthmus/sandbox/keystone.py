@@ -58,8 +58,8 @@ def prepare(layout: Layout) -> None:
             pool.submit(process.run, [manage, *conf, "db_sync"], log, what="keystone-manage db_sync"),
             pool.submit(process.run, [manage, *conf, "fernet_setup", *owner], layout.logs / "keystone-fernet.log",
                         what="keystone-manage fernet_setup"),
-            pool.submit(process.run, [manage, *conf, "credential_setup", *owner], layout.logs / "keystone-credential.log",
-                        what="keystone-manage credential_setup"),
+            pool.submit(process.run, [manage, *conf, "credential_setup", *owner],
+                        layout.logs / "keystone-credential.log", what="keystone-manage credential_setup"),
         ]
         for future in futures:
             future.result()
@@ -94,7 +94,8 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
                 CatalogEntry("compute", "nova", region, layout.url(layout.region_port(region, "nova"), "/v2.1")),
                 CatalogEntry("placement", "placement", region, layout.url(layout.region_port(region, "placement"))),
                 CatalogEntry("image", "glance", region, layout.url(layout.region_port(region, "glance"))),
-                CatalogEntry("block-storage", "cinder", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
+                CatalogEntry("block-storage", "cinder", region,
+                             layout.url(layout.region_port(region, "cinder"), "/v3")),
                 CatalogEntry("volumev3", "cinderv3", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
             ]
         if layout.octavia:
@@ -107,7 +108,8 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
             CatalogEntry("compute", "nova", CENTRAL_REGION, layout.url(layout.gateway_port, "/compute/v2.1")),
             CatalogEntry("block-storage", "cinder", CENTRAL_REGION, layout.url(layout.gateway_port, "/volume/v3")),
             CatalogEntry("volumev3", "cinderv3", CENTRAL_REGION, layout.url(layout.gateway_port, "/volume/v3")),
-            CatalogEntry("image", "glance", CENTRAL_REGION, layout.url(layout.region_port(layout.regions[0], "glance"))),
+            CatalogEntry("image", "glance", CENTRAL_REGION,
+                         layout.url(layout.region_port(layout.regions[0], "glance"))),
         ]
     return entries
 
@@ -151,9 +153,11 @@ def register(layout: Layout) -> None:
     services: dict[str, object] = {}
     for entry in catalog(layout):
         if entry.type not in services:
-            services[entry.type] = ident.find_service(entry.name, ignore_missing=True) or ident.create_service(name=entry.name, type=entry.type)
+            services[entry.type] = (ident.find_service(entry.name, ignore_missing=True)
+                                    or ident.create_service(name=entry.name, type=entry.type))
         for interface in ("public", "internal"):
-            ident.create_endpoint(service_id=services[entry.type].id, interface=interface, url=entry.url, region_id=entry.region)
+            ident.create_endpoint(service_id=services[entry.type].id, interface=interface, url=entry.url,
+                                  region_id=entry.region)
 
 
 def _authenticated(layout: Layout):

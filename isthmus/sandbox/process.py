@@ -126,7 +126,8 @@ def run(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None, wh
     with open(log, "ab") as out:
         out.write(f"\n$ {' '.join(argv)}\n".encode())
         out.flush()
-        result = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=full_env)
+        result = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=full_env)
     if result.returncode != 0:
         raise SandboxError(f"{what or argv[0]} failed (exit {result.returncode}); read {log}")
 

@@ -60,7 +60,8 @@ def gunicorn_ready_line(port: int) -> str:
     return f"Listening at: http://127.0.0.1:{port}"
 
 
-def start_daemon(layout: Layout, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> process.ServiceRecord:
+def start_daemon(layout: Layout, name: str, argv: list[str],
+                 env: Mapping[str, str] | None = None) -> process.ServiceRecord:
     return process.start(name, argv, log=layout.logs / f"{name}.log", run_dir=layout.run, env=env)
 
 

@@ -61,7 +61,8 @@ def run(layout: Layout, keep: bool = False, out: TextIO = sys.stdout) -> int:
         name = f"tour-{region.lower()}"
         started = time.monotonic()
         say(f"booting server {name} on {net.id} (image {image.name}, flavor {flavor.name}) ...")
-        server = conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[{"uuid": net.id}])
+        server = conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id,
+                                            networks=[{"uuid": net.id}])
         server = conn.compute.wait_for_server(server, wait=240)
         # Binding attributes are admin-only: read the port as admin.
         port = next(iter(_connect(layout, region, user="admin").network.ports(device_id=server.id)))

@@ -319,7 +319,8 @@ def _body_for(draw, schema: Mapping[str, Any] | None) -> tuple[bytes | None, str
         size = draw(st.sampled_from((256, 4096, 65_536, 200_000)))
         return _dumps(_replace(base, where, "x" * size)), f"{size}-char string at {label}"
     depth = draw(st.sampled_from((50, 500, 3000)))
-    text = _dumps(_replace(base, where, DEEP_MARK)).replace(_dumps(DEEP_MARK), ("[" * depth + "1" + "]" * depth).encode())
+    nested = ("[" * depth + "1" + "]" * depth).encode()
+    text = _dumps(_replace(base, where, DEEP_MARK)).replace(_dumps(DEEP_MARK), nested)
     return text, f"{depth}-deep value at {label}"
 
 

@@ -117,7 +117,8 @@ def test_a_group_shared_from_another_project_is_not_taken_for_deleted(sandbox, c
     shared = admin[CENTRAL].network.create_security_group(name=f"{net.name}-shared")
     try:
         admin[CENTRAL].network.create_rbac_policy(object_type="security_group", object_id=shared.id,
-                                                  action="access_as_shared", target_project_id=central.current_project_id)
+                                                  action="access_as_shared",
+                                                  target_project_id=central.current_project_id)
         port = central.network.create_port(network_id=net.id, name=f"{net.name}-p", security_group_ids=[shared.id])
         conn = sandbox.connect(one)
         server = conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240)

@@ -78,7 +78,8 @@ def l3_cleanup(admin):
     for region, port in made["ports"]:
         admin[region].network.delete_port(port.id, ignore_missing=True)
     for network in made["networks"]:
-        eventually(lambda: delete_network(admin[CENTRAL], network.id), timeout=60, what=f"delete of network {network.id}")  # noqa: B023 - polled within this iteration
+        eventually(lambda: delete_network(admin[CENTRAL], network.id),  # noqa: B023 - polled within this iteration
+                   timeout=60, what=f"delete of network {network.id}")
 
 
 def _network(admin, made, cidr: str, *hints: str):

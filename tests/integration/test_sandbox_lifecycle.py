@@ -47,8 +47,8 @@ def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, t
     try:
         records = ServiceRecord.load_all(tmp_path / "run")
         agents = {f"dataplane-{r}" for r in second.regions} if dataplane else set()
-        assert {r.name for r in records} == {"keystone", "neutron-CentralRegion", "neutron-RegionOne", "neutron-RegionTwo",
-                                             "isthmus-admin", "isthmus-xjob", *agents}
+        assert {r.name for r in records} == {"keystone", "neutron-CentralRegion", "neutron-RegionOne",
+                                             "neutron-RegionTwo", "isthmus-admin", "isthmus-xjob", *agents}
         conn = sandbox.connect("RegionOne")  # the first sandbox still answers
         assert conn.compute.find_flavor("m1.tiny") is not None
         assert all(listening(r.port) for r in records if r.port is not None)  # isthmus-xjob has none
@@ -70,7 +70,8 @@ def test_busy_port_is_named_and_nothing_is_started(tmp_path):
     blocker.bind(("127.0.0.1", base + 1))  # central Neutron's port
     blocker.listen()
     try:
-        result = isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute", check=False)
+        result = isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute",
+                         check=False)
     finally:
         blocker.close()
     assert result.returncode == 1

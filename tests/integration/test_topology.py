@@ -61,7 +61,8 @@ def tour(sandbox) -> Iterator[dict[str, str]]:
     servers = {}
     for region in sandbox.regions:
         conn = sandbox.connect(region)
-        (server,) = [s for s in conn.compute.servers(name=f"tour-{region.lower()}") if s.name == f"tour-{region.lower()}"]
+        name = f"tour-{region.lower()}"
+        (server,) = [s for s in conn.compute.servers(name=name) if s.name == name]
         servers[region] = server.id
     yield {"network": net.id, **servers}
     for region in sandbox.regions:

@@ -80,7 +80,8 @@ def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_
     for ns in sorted(server_namespaces - want_servers):
         cmds.append(["ip", "netns", "delete", ns])
     for link in sorted(state.links):
-        if (link.startswith("vxlan-") and link not in want_vxlans) or (link.startswith("brq") and link not in want_bridges):
+        if ((link.startswith("vxlan-") and link not in want_vxlans)
+                or (link.startswith("brq") and link not in want_bridges)):
             cmds.append([*ip, "link", "del", link])
     return cmds
 

@@ -49,7 +49,8 @@ class FakeAdapter:
         return self.answer(call)
 
 
-def paged_server(collection: str, items: list[dict], page_size: int, key: str | None = None) -> Callable[[Call], Response]:
+def paged_server(collection: str, items: list[dict], page_size: int,
+                 key: str | None = None) -> Callable[[Call], Response]:
     """Neutron's paging with ``pagination_max_limit = page_size``: pages sorted by
     id after ``marker``, a ``next`` link whenever a page is full."""
     key = key or collection

@@ -11,7 +11,8 @@ from .fakes import FakeAdapter, Response
 
 
 def _client() -> tuple[NeutronClient, FakeAdapter]:
-    http = FakeAdapter(lambda call: Response(404, {"NeutronError": {"type": "NetworkNotFound", "message": "not found"}}))
+    not_found = {"NeutronError": {"type": "NetworkNotFound", "message": "not found"}}
+    http = FakeAdapter(lambda call: Response(404, not_found))
     return NeutronClient(http, "CentralRegion"), http
 
 

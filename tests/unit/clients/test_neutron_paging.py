@@ -106,7 +106,8 @@ def test_a_marker_deleted_between_pages_raises_rather_than_truncating():
 
     def answer(call: Call) -> Response:
         if (call.params or {}).get("marker") == "p0001":
-            return Response(404, {"NeutronError": {"type": "PortNotFound", "message": "Port p0001 could not be found."}})
+            return Response(404, {"NeutronError": {"type": "PortNotFound",
+                                                   "message": "Port p0001 could not be found."}})
         return server(call)
     neutron, _ = _client(answer)
     with pytest.raises(Unavailable, match="lost marker p0001"):

@@ -47,7 +47,8 @@ def _fill(engine: sa.Engine) -> dict[str, list[dict]]:
         job_rows.append({
             "id": f"00000000-0000-0000-0000-00000000000{n}", "job_type": "network_sync", "resource_id": f"net-{n}",
             "project_id": "p1", "payload": {"reason": status.value, "n": n}, "status": status.value,
-            "attempt": n, "failures": n % 2, "rerun": running, "last_error": "boom" if status is JobStatus.FAIL else None,
+            "attempt": n, "failures": n % 2, "rerun": running,
+            "last_error": "boom" if status is JobStatus.FAIL else None,
             "run_after": T0, "lease_owner": "host:1:abc" if running else None,
             "lease_token": "11111111-1111-1111-1111-111111111111" if running else None,
             "lease_expires_at": T0 + timedelta(minutes=1) if running else None,

@@ -8,7 +8,8 @@ from isthmus.gateway import listing
 
 def servers(prefix, n, start=0):
     # created_at with ties across regions, so the id tiebreak matters
-    return [{"id": f"{prefix}{i:03d}", "created_at": f"2024-01-01T00:00:{(start + i) // 2:02d}Z", "name": f"{prefix}{i}"}
+    return [{"id": f"{prefix}{i:03d}", "created_at": f"2024-01-01T00:00:{(start + i) // 2:02d}Z",
+             "name": f"{prefix}{i}"}
             for i in range(n)]
 
 
@@ -111,7 +112,8 @@ def test_first_page_asks_each_region_once():
 
 
 def test_nova_default_sorts_on_its_body_field_names():
-    assert listing.nova_sort({}) == (listing.SortKey("created", True, "created_at"), listing.SortKey("id", True, "uuid"))
+    assert listing.nova_sort({}) == (listing.SortKey("created", True, "created_at"),
+                                     listing.SortKey("id", True, "uuid"))
     assert listing.nova_sort({"sort_key": ["created_at"]})[0] == listing.SortKey("created", True, "created_at")
 
 

@@ -78,7 +78,8 @@ def test_loader_calls_entry_points(monkeypatch) -> None:
         def load(self):
             return lambda registry: registry.register("port_delete", lambda ctx: None)
 
-    monkeypatch.setattr(loader, "entry_points", lambda group: [FakeEntryPoint()] if group == loader.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(loader, "entry_points",
+                        lambda group: [FakeEntryPoint()] if group == loader.ENTRY_POINT_GROUP else [])
     registry = loader.load_handlers(HandlerRegistry())
     assert registry.job_types() == ("port_delete",)
 

@@ -117,7 +117,8 @@ def test_leases_are_renewed_while_a_long_handler_runs(sqlite_url: str) -> None:
 
     engine = make_engine(sqlite_url)
     settings = dict(poll_interval=0.01, lease_seconds=1.0, shutdown_grace=2.0)
-    workers = [Worker(JobStore(engine), registry, WorkerSettings(concurrency=1, owner=f"w{i}", **settings)) for i in range(2)]
+    workers = [Worker(JobStore(engine), registry, WorkerSettings(concurrency=1, owner=f"w{i}", **settings))
+               for i in range(2)]
     threads = _start(workers)
     store = JobStore(engine)
     try:

@@ -46,7 +46,8 @@ class FakeNeutron:
         names = filters.get("name")
         names = [names] if isinstance(names, str) else names
         return [self.get(collection, i) for i, a in self.address_groups.items()
-                if (names is None or a["name"] in names) and filters.get("project_id", a["project_id"]) == a["project_id"]]
+                if (names is None or a["name"] in names)
+                and filters.get("project_id", a["project_id"]) == a["project_id"]]
 
     def create(self, collection, body):
         self.calls.append(("create", collection))

@@ -45,7 +45,8 @@ def test_merge_sorts_ready_first_and_keeps_transition_times() -> None:
     times = {x["type"]: x["lastTransitionTime"] for x in second}
     assert times["ZetaReady"] == "2026-01-01T00:00:00Z"  # unchanged
     assert times["AlphaReady"] == times["Ready"] == "2026-01-01T01:00:00Z"  # changed
-    assert c.merge(second, [cond("ZetaReady", "True"), cond("AlphaReady", "True")], 2, later + timedelta(hours=1)) == second
+    assert c.merge(second, [cond("ZetaReady", "True"), cond("AlphaReady", "True")], 2,
+                   later + timedelta(hours=1)) == second
 
 
 def test_merge_drops_conditions_no_longer_desired() -> None:

@@ -25,7 +25,8 @@ class FakeNeutron:
         if self.fail:
             raise Unavailable("RegionOne Neutron unreachable")
         return {"ports": [PORT],
-                "networks": [{"id": "n1", "provider:network_type": "vxlan", "provider:segmentation_id": 5, "mtu": 1450}],
+                "networks": [{"id": "n1", "provider:network_type": "vxlan", "provider:segmentation_id": 5,
+                              "mtu": 1450}],
                 "subnets": [{"id": "s1", "network_id": "n1", "cidr": "10.0.0.0/24", "gateway_ip": "10.0.0.1"}],
                 "agents": [], "routers": [], "floatingips": []}[collection]
 
