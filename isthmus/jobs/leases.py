@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -58,7 +59,7 @@ class Leases:
             return []
         return retry_transient(lambda: self._claim_once(policies, limit))
 
-    def _claimable(self, types: list[str], now: datetime) -> sa.Select:
+    def _claimable(self, types: list[str], now: datetime) -> sa.Select[Any]:
         db_now = to_db(now)
         due = sa.and_(jobs.c.status == JobStatus.NEW.value, jobs.c.run_after <= db_now)
         orphaned = sa.and_(

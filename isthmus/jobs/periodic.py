@@ -45,8 +45,9 @@ class ResyncScheduler:
         return enqueued
 
     def _take_turn(self, spec: HandlerSpec) -> bool:
-        assert spec.resync is not None
-        return retry_transient(lambda: self._take_turn_once(spec.job_type, spec.resync.interval))
+        resync = spec.resync
+        assert resync is not None
+        return retry_transient(lambda: self._take_turn_once(spec.job_type, resync.interval))
 
     def _take_turn_once(self, name: str, interval: float) -> bool:
         now = self.clock.now()

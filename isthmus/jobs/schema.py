@@ -7,7 +7,7 @@ and "one runner per key" hold on every dialect without locks.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
@@ -78,6 +78,11 @@ def to_db(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC).replace(tzinfo=None)
 
 
+# A NOT NULL column's value is a datetime; a nullable one's may be None.
+@overload
+def from_db(value: datetime | str) -> datetime: ...
+@overload
+def from_db(value: None) -> None: ...
 def from_db(value: datetime | str | None) -> datetime | None:
     if value is None:
         return None

@@ -42,7 +42,8 @@ def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
 def defaulted_spec(kind: str, spec: dict[str, Any] | None) -> dict[str, Any]:
     """A deep copy of ``spec`` with the CRD's defaults applied."""
     _, _, schema = crds.KINDS[kind]
-    return apply_defaults(schema(), copy.deepcopy(dict(spec or {})))
+    defaulted: dict[str, Any] = apply_defaults(schema(), copy.deepcopy(dict(spec or {})))
+    return defaulted
 
 
 class SpecError(ValueError):

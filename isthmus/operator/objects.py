@@ -106,7 +106,8 @@ def labels(owner: Obj, component: str, region: str | None = None) -> dict[str, s
 def part_of(owner: Obj) -> str:
     """The cloud a resource belongs to: the umbrella's name, inherited by every child."""
     meta = owner["metadata"]
-    return (meta.get("labels") or {}).get("app.kubernetes.io/part-of") or meta["name"]
+    cloud: str = (meta.get("labels") or {}).get("app.kubernetes.io/part-of") or meta["name"]
+    return cloud
 
 
 def owner_reference(owner: Obj) -> dict[str, Any]:
@@ -137,7 +138,8 @@ def metadata(owner: Obj, name: str, component: str, region: str | None = None,
 
 
 def namespace_of(obj: Obj) -> str:
-    return obj["metadata"].get("namespace", "default")
+    namespace: str = obj["metadata"].get("namespace", "default")
+    return namespace
 
 
 def image(spec: Mapping[str, Any], service: str) -> str:
@@ -225,7 +227,7 @@ class Pod:
 
 def pod_spec(spec: Mapping[str, Any], pod: Pod, restart: str = "Always") -> dict[str, Any]:
     container: dict[str, Any] = {"name": pod.component, "image": pod.image, "command": list(pod.command)}
-    env = [{"name": key, "value": value} for key, value in pod.env]
+    env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in pod.env]
     env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
             for var, name, key in pod.secret_env]
     if env:

@@ -36,12 +36,12 @@ def _text(field: str, value: Any, required: bool = True, max_len: int = 255) -> 
         value = ""
     if not isinstance(value, str):
         raise Invalid(f"{field}: must be a string")
-    value = value.strip()
-    if required and not value:
+    text: str = value.strip()
+    if required and not text:
         raise Invalid(f"{field}: is required")
-    if len(value) > max_len:
+    if len(text) > max_len:
         raise Invalid(f"{field}: longer than {max_len} characters")
-    return value
+    return text
 
 
 def regions_for_hints(pods: Iterable[Pod], hints: Iterable[str]) -> list[str]:
@@ -154,8 +154,10 @@ class Registry:
         def insert() -> Routing:
             with write_tx(self.engine) as conn:
                 result = conn.execute(schema.routings.insert().values(**values, created_at=now, updated_at=now))
+                key = result.inserted_primary_key
+                assert key is not None  # a single-row INSERT always has one
                 row = conn.execute(sa.select(schema.routings).where(
-                    schema.routings.c.id == result.inserted_primary_key[0])).mappings().one()
+                    schema.routings.c.id == key[0])).mappings().one()
                 return _routing(row)
 
         try:
@@ -242,17 +244,18 @@ class Registry:
             return conn.execute(query).rowcount
 
     def _routing_values(self, values: Mapping[str, Any], require_bottom: bool) -> dict[str, Any]:
+        pod_id = _text("pod_id", values.get("pod_id"), max_len=36)
         out = {
             "top_id": _text("top_id", values.get("top_id"), max_len=127),
             "bottom_id": _text("bottom_id", values.get("bottom_id"), required=require_bottom, max_len=36) or None,
-            "pod_id": _text("pod_id", values.get("pod_id"), max_len=36),
+            "pod_id": pod_id,
             "project_id": _text("project_id", values.get("project_id")),
             "resource_type": _text("resource_type", values.get("resource_type"), max_len=64),
         }
         if out["resource_type"] not in RESOURCE_TYPES:
             raise Invalid(f"resource_type: must be one of {', '.join(RESOURCE_TYPES)}")
         try:
-            self.get_pod(out["pod_id"])
+            self.get_pod(pod_id)
         except NotFound as err:
             raise Invalid(f"pod_id: no pod {out['pod_id']}") from err
         return out
