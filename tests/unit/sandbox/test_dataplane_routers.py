@@ -50,6 +50,14 @@ def test_a_router_gets_its_ports_routes_gateway_default_and_the_associated_float
     assert router.floating == (routers.Nat("172.24.9.50", "10.9.0.5"),)  # the unassociated one is not NATed
 
 
+def test_a_router_with_two_floating_ips_has_both_nats_sorted():
+    second = {"router_id": "r1", "port_id": "vm-port-2", "fixed_ip_address": "10.9.0.6",
+              "floating_ip_address": "172.24.9.49"}
+    router = routers.plan_routers([ROUTER], routers.router_ports([ROUTER], PORTS), [*FIPS, second], NETS,
+                                  SUBNETS)["r1"]
+    assert router.floating == (routers.Nat("172.24.9.49", "10.9.0.6"), routers.Nat("172.24.9.50", "10.9.0.5"))
+
+
 def test_unbound_router_ports_are_the_agents_to_bind_and_external_networks_get_an_outside():
     assert routers.ports_to_bind(PORTS) == ["port-qr-000001"]
     assert routers.external_networks(NETS, SUBNETS) == ["net-extern-0001"]
