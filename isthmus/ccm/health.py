@@ -114,7 +114,7 @@ class Metrics:
         self.queue_depth.set_function(lambda: float(queue_depth()))
         self.nodes_cached.set_function(lambda: float(nodes_cached()))
         self.leader.set_function(lambda: 1.0 if leader() else 0.0)
-        self.registry.register(_BreakerCollector(paused))  # type: ignore[arg-type]
+        self.registry.register(_BreakerCollector(paused))
 
     def bind_services(self, queue_depth: Callable[[], int], cached: Callable[[], int]) -> None:
         """The service controller's gauges, read at scrape time."""

@@ -131,7 +131,9 @@ class ServerGroups:
             return reply
         doc = reply.json()
         server = doc.get("server") if isinstance(doc, dict) else None
-        shown = server.get("server_groups") if isinstance(server, dict) else None
+        if not isinstance(server, dict):
+            return reply
+        shown = server.get("server_groups")
         if not isinstance(shown, list) or not shown:
             return reply
         server["server_groups"] = [await self._top_of(g) if isinstance(g, str) else g for g in shown]

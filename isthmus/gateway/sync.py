@@ -10,14 +10,21 @@ The master region travels in each job's payload, so worker and gateway agree.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1.session import Session
 from oslo_config import cfg
 
 from isthmus.jobs import HandlerRegistry, JobContext, PermanentFailure, RetryLater
+
+if TYPE_CHECKING:
+    from isthmus.registry import Registry
 
 LOG = logging.getLogger(__name__)
 
@@ -39,11 +46,12 @@ class Regions:
     def __init__(self, conf: cfg.ConfigOpts | None) -> None:
         self.conf = conf
         self._lock = threading.Lock()
-        self._session = None
-        self._registry = None
+        self._session: Session | None = None
+        self._registry: Registry | None = None
+        self._regions_fn: Callable[[], Iterable[str]] | None = None  # fixed(): no registry
 
     @classmethod
-    def fixed(cls, session, regions) -> Regions:
+    def fixed(cls, session: Session, regions: Callable[[], Iterable[str]]) -> Regions:
         """For the gateway's inline use: its own session and a region list callable."""
         obj = cls(None)
         obj._session = session
@@ -51,7 +59,7 @@ class Regions:
         return obj
 
     def _build(self) -> None:
-        if getattr(self, "_regions_fn", None) is not None:
+        if self._regions_fn is not None:
             return
         from isthmus.clients.regions import load_session
         from isthmus.db import make_engine
@@ -70,8 +78,9 @@ class Regions:
 
     def regions(self) -> list[str]:
         self._build()
-        if getattr(self, "_regions_fn", None) is not None:
+        if self._regions_fn is not None:
             return list(self._regions_fn())
+        assert self._registry is not None  # built above
         return [p.region_name for p in self._registry.regional_pods()]
 
     def call(self, method: str, region: str, service: str, path: str, version: str | None = None, **kw):
@@ -248,7 +257,8 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
         from isthmus.clients.regions import register_auth_opts
         register_auth_opts(conf, AUTH_GROUP)
     regions = Regions(conf)
-    for job_type, handler in ((FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair),
-                              (QUOTA_SYNC, sync_quota), (VOLUME_TYPE_SYNC, sync_volume_type),
-                              (USER_QUOTA_SYNC, sync_user_quota)):
-        registry.register(job_type, lambda ctx, h=handler: h(regions, ctx))
+    handlers: tuple[tuple[str, Callable[[Regions, JobContext], None]], ...] = (
+        (FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair), (QUOTA_SYNC, sync_quota),
+        (VOLUME_TYPE_SYNC, sync_volume_type), (USER_QUOTA_SYNC, sync_user_quota))
+    for job_type, handler in handlers:
+        registry.register(job_type, functools.partial(handler, regions))

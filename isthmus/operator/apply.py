@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from isthmus.operator import model, objects
+from isthmus.operator import MANAGED_BY, model, objects
 from isthmus.operator.crds import KINDS
 from isthmus.operator.kube import Kube, encode_secret
 
@@ -126,7 +126,7 @@ async def prune(kube: Kube, owner: Obj, kinds: Iterable[str], keep: Iterable[Obj
     """Delete the objects of ``kinds`` that ``owner`` manages but no longer wants
     (a disabled feature, a removed region, a superseded Job)."""
     wanted = {(o["kind"], o["metadata"]["name"]) for o in keep}
-    selector = {"app.kubernetes.io/managed-by": objects.MANAGED_BY,
+    selector = {"app.kubernetes.io/managed-by": MANAGED_BY,
                 "app.kubernetes.io/instance": owner["metadata"]["name"]}
     where = namespace or owner["metadata"].get("namespace")
     deleted = []

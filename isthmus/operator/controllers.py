@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from isthmus.operator import apply, fernet, model, objects
+from isthmus.operator import MANAGED_BY, apply, fernet, model, objects
 from isthmus.operator import conditions as cond
 from isthmus.operator.conditions import Condition
 from isthmus.operator.kube import Kube, secret_text
@@ -199,7 +199,7 @@ async def delete_cloud(kube: Kube, mrc: Obj) -> bool:
         for kind in kinds:
             if kind == "EndpointRegistration":  # owned by the children, part of this cloud
                 found = await kube.list(kind, ns(mrc), {"app.kubernetes.io/part-of": name(mrc),
-                                                        "app.kubernetes.io/managed-by": objects.MANAGED_BY})
+                                                        "app.kubernetes.io/managed-by": MANAGED_BY})
             else:
                 found = [child for child in await kube.list(kind, ns(mrc), {"app.kubernetes.io/instance": name(mrc)})
                          if apply.owned_by(child, mrc)]
@@ -299,6 +299,7 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
     extra["fernetKeysRotatedAt"] = stamp
     if interval <= timedelta(0):
         return None
+    assert stamp is not None  # read, or set just above
     left = datetime.fromisoformat(stamp) + interval - now
     return max(left.total_seconds(), 1.0)
 
@@ -549,7 +550,8 @@ async def reconcile_gateway(kube: Kube, gw: Obj) -> None:
         creds = await credentials(kube, gw, spec, conds)
         await tls_input(kube, gw, spec, conds)
         keystone = await keystone_for(kube, gw, spec, conds)
-        regions, waiting = [], []
+        regions: list[Any] = []  # the ready Region objects
+        waiting: list[Any] = []  # the others, or the names of missing ones
         for ref in spec.get("regionRefs") or []:
             region = await kube.get("Region", ns(gw), ref)
             (regions if region is not None and cond.child_ready(region) else waiting).append(region or ref)

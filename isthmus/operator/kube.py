@@ -89,7 +89,7 @@ class Kube:
                  certificate_path: str | None = None, private_key_path: str | None = None) -> None:
         self.server = server.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._ssl: ssl.SSLContext | bool | None = None
+        self._ssl: ssl.SSLContext | bool = True  # aiohttp's default (plain http ignores it)
         if self.server.startswith("https"):
             if insecure:
                 self._ssl = False

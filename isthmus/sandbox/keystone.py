@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from isthmus.render.services import KeystoneValues, keystone_conf
 from isthmus.sandbox import ini, process, runtime
@@ -121,7 +122,7 @@ def admin_connection(layout: Layout, region: str = CENTRAL_REGION):
 
     from isthmus.sandbox.layout import STOCK_NEUTRON
 
-    extra = {}
+    extra: dict[str, Any] = {}
     if region == STOCK_NEUTRON:
         region, extra = CENTRAL_REGION, {"network_endpoint_override": layout.url(layout.stock_neutron_port)}
     return openstack.connect(
@@ -150,7 +151,7 @@ def register(layout: Layout) -> None:
     ident.assign_project_role_to_user(demo_project, demo, roles["member"])
     admin = ident.find_user("admin", domain_id=default.id)
     ident.assign_project_role_to_user(demo_project, admin, roles["admin"])
-    services: dict[str, object] = {}
+    services: dict[str, Any] = {}
     for entry in catalog(layout):
         if entry.type not in services:
             services[entry.type] = (ident.find_service(entry.name, ignore_missing=True)

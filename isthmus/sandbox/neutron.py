@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from isthmus.render import neutron as render_neutron
 from isthmus.render.ini import ServiceUser
@@ -77,7 +78,7 @@ def _sandbox_agent(layout: Layout, region: str) -> dict:
     ``--dataplane`` a real one, which the dataplane agents tunnel to)."""
     if region in (CENTRAL_REGION, STOCK_NEUTRON) or not layout.compute:
         return {}
-    section = {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}
+    section: dict[str, Any] = {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}
     if layout.dataplane:
         from isthmus.sandbox.dataplane.host import wakeup_socket
 

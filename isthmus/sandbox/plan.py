@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from isthmus.sandbox import (
     admin_api,
     cinder,
@@ -41,6 +43,10 @@ def planned_ports(layout: Layout) -> list[tuple[str, int]]:
     return ports
 
 
+def _seed_default_rules(layout: Layout, region: str) -> None:
+    neutron.seed_default_rules(keystone.admin_connection(layout, region))
+
+
 def _serve(start):
     """A step that starts an HTTP service and waits until it answers."""
     def step() -> None:
@@ -71,11 +77,11 @@ def steps(layout: Layout) -> list[Step]:
         # Central's plugin opens the Isthmus DB at start: after its schema exists.
         after = ("isthmus-db",) if region == CENTRAL_REGION else ()
         plan += [
-            Step(f"neutron-setup-{region}", lambda r=region: neutron.prepare(layout, r), what="schema"),
+            Step(f"neutron-setup-{region}", functools.partial(neutron.prepare, layout, region), what="schema"),
             Step(f"neutron-{region}", _serve(lambda r=region: neutron.start(layout, r)),
                  (f"neutron-setup-{region}", *infra, *after), "starting, waiting for health"),
             Step(f"neutron-defaults-{region}",
-                 lambda r=region: neutron.seed_default_rules(keystone.admin_connection(layout, r)),
+                 functools.partial(_seed_default_rules, layout, region),
                  (f"neutron-{region}", "catalog"), "default security-group rules"),
         ]
     if layout.stock_neutron:
@@ -100,7 +106,7 @@ def steps(layout: Layout) -> list[Step]:
         plan.append(Step("dataplane-hosts", lambda: dataplane.create_hosts(layout), (),
                          "underlay and one host namespace per region"))
         for region in layout.regions:
-            plan.append(Step(dataplane.agent_name(region), lambda r=region: dataplane.start_agent(layout, r),
+            plan.append(Step(dataplane.agent_name(region), functools.partial(dataplane.start_agent, layout, region),
                              ("dataplane-hosts", f"neutron-{region}", "catalog"), "agent wiring the host from Neutron"))
     return plan
 

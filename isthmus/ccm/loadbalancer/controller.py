@@ -451,9 +451,9 @@ class ServiceController:
                     ingress.append(entry)
         if outcome.failed:
             # We cannot tell which old entry was the failed region's: keep them all until it answers.
-            for entry in service.ingress:
-                if dict(entry) not in ingress:
-                    ingress.append(dict(entry))
+            for old in service.ingress:
+                if dict(old) not in ingress:
+                    ingress.append(dict(old))
         return ingress
 
     # --- cleanup ---

@@ -74,12 +74,14 @@ class ExpiringSet:
             self._until[item] = self.clock() + self.ttl
 
     def __contains__(self, item: object) -> bool:
+        if not isinstance(item, str):  # only strings are ever added
+            return False
         with self._lock:
-            until = self._until.get(item)  # type: ignore[arg-type]
+            until = self._until.get(item)
             if until is None:
                 return False
             if until < self.clock():
-                del self._until[item]  # type: ignore[arg-type]
+                del self._until[item]
                 return False
             return True
 
