@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from keystoneauth1 import exceptions as ks_exc
@@ -38,6 +38,15 @@ AUTH_GROUP = "isthmus_service"
 VOLUME_TYPES = ("block-storage", "volumev3", "volume")
 FLAVOR_FIELDS = ("name", "ram", "vcpus", "disk", "OS-FLV-EXT-DATA:ephemeral", "swap", "rxtx_factor",
                  "os-flavor-access:is_public")
+
+
+class RegionAccess(Protocol):
+    """What the handlers use: the region names and one call to a region's API."""
+
+    def regions(self) -> list[str]: ...
+
+    def call(self, method: str, region: str, service: str, path: str, version: str | None = None,
+             **kw: Any) -> Any: ...
 
 
 class Regions:
@@ -110,7 +119,7 @@ def _ok(resp, *accepted: int):
     raise RuntimeError(f"{resp.request.method} {resp.url}: {resp.status_code} {resp.text[:200]}")
 
 
-def _targets(regions: Regions, ctx: JobContext) -> tuple[str, list[str]]:
+def _targets(regions: RegionAccess, ctx: JobContext) -> tuple[str, list[str]]:
     master = ctx.payload.get("master")
     regions_now = regions.regions()
     if not master:
@@ -124,7 +133,7 @@ def _norm(value):
     return 0 if value in ("", None) else value
 
 
-def sync_flavor(regions: Regions, ctx: JobContext) -> None:
+def sync_flavor(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     fid = ctx.resource_id
     got = _ok(regions.call("GET", master, "compute", f"/flavors/{fid}"), 200, 404)
@@ -169,7 +178,7 @@ def sync_flavor(regions: Regions, ctx: JobContext) -> None:
                                  json={"removeTenantAccess": {"tenant": tenant}}), 200, 404)
 
 
-def sync_keypair(regions: Regions, ctx: JobContext) -> None:
+def sync_keypair(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     user, _, name = ctx.resource_id.partition("/")
     path = f"/os-keypairs/{name}?user_id={user}"
@@ -187,7 +196,7 @@ def sync_keypair(regions: Regions, ctx: JobContext) -> None:
                              json={"keypair": body}), 200, 201, 409)
 
 
-def sync_quota(regions: Regions, ctx: JobContext) -> None:
+def sync_quota(regions: RegionAccess, ctx: JobContext) -> None:
     """Each region gets the master's limits (the gateway checks the sum across regions)."""
     master, others = _targets(regions, ctx)
     service = ctx.payload.get("service", "compute")
@@ -199,7 +208,7 @@ def sync_quota(regions: Regions, ctx: JobContext) -> None:
                          json={"quota_set": limits}), 200)
 
 
-def sync_user_quota(regions: Regions, ctx: JobContext) -> None:
+def sync_user_quota(regions: RegionAccess, ctx: JobContext) -> None:
     """Each region gets the user's limits (``?user_id=``) the master holds for the
     keys the write named, or none after a DELETE (back to the project's limits)."""
     master, others = _targets(regions, ctx)
@@ -217,7 +226,7 @@ def sync_user_quota(regions: Regions, ctx: JobContext) -> None:
         _ok(regions.call("PUT", region, "compute", path, json={"quota_set": wanted}), 200)
 
 
-def _master_volume_type(regions: Regions, master: str, wanted: str) -> dict | None:
+def _master_volume_type(regions: RegionAccess, master: str, wanted: str) -> dict | None:
     """The master's volume type ``wanted``, by id or by name (a create names
     it either way; Cinder's GET by id does not take a name)."""
     got = _ok(regions.call("GET", master, "volume", f"/types/{wanted}"), 200, 404)
@@ -227,7 +236,7 @@ def _master_volume_type(regions: Regions, master: str, wanted: str) -> dict | No
     return next((t for t in listed if t["name"] == wanted), None)
 
 
-def sync_volume_type(regions: Regions, ctx: JobContext) -> None:
+def sync_volume_type(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     vtype = _master_volume_type(regions, master, ctx.resource_id)
     if vtype is None and ctx.payload.get("inline"):
@@ -257,7 +266,7 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
         from isthmus.clients.regions import register_auth_opts
         register_auth_opts(conf, AUTH_GROUP)
     regions = Regions(conf)
-    handlers: tuple[tuple[str, Callable[[Regions, JobContext], None]], ...] = (
+    handlers: tuple[tuple[str, Callable[[RegionAccess, JobContext], None]], ...] = (
         (FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair), (QUOTA_SYNC, sync_quota),
         (VOLUME_TYPE_SYNC, sync_volume_type), (USER_QUOTA_SYNC, sync_user_quota))
     for job_type, handler in handlers:

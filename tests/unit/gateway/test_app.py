@@ -54,7 +54,8 @@ async def test_merged_pagination_with_gateway_links(env):
         two.add(f"b{i}")
     full = await (await client.get("/compute/v2.1/servers/detail", headers=USER)).json()
     assert len(full["servers"]) == 5 and "servers_links" not in full
-    got, url, pages = [], "/compute/v2.1/servers/detail?limit=2", 0
+    got, pages = [], 0
+    url: str | None = "/compute/v2.1/servers/detail?limit=2"
     while url:
         doc = await (await client.get(url, headers=USER)).json()
         pages += 1

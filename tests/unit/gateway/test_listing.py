@@ -1,5 +1,6 @@
 import asyncio
 import random
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,8 @@ def region_fetch(items, spec, calls=None):
 async def page_through(regions, spec, limit, cache=None, use_cache=True, fetcher=None):
     key = listing.sort_key(spec)
     fetcher = fetcher or (lambda items: region_fetch(items, spec))
-    out, start, cursor, pages = [], {r: None for r in regions}, None, 0
+    start: dict[str, str | None] = {r: None for r in regions}
+    out, cursor, pages = [], None, 0
     while True:
         streams = [listing.RegionStream(r, fetcher(items), limit + 1, start[r], cursor.after if cursor else None,
                                         key, exact=cursor.stream_is_exact(r) if cursor else True)
@@ -99,7 +101,7 @@ def test_random_sort_specs_merge_like_a_global_sort():
 
 
 def test_first_page_asks_each_region_once():
-    calls = []
+    calls: list[Any] = []
     key = listing.sort_key(listing.DEFAULT)
     streams = [listing.RegionStream(r, region_fetch(servers(r, 10), listing.DEFAULT, calls), 3, key=key)
                for r in "xy"]

@@ -141,7 +141,9 @@ class Operator:
         # The test client first: the emulator's task serving its keep-alive connection
         # would be one more task for kopf to wait for (see _all_tasks_but_waiters).
         await self.client.close()
-        _WAITERS.add(asyncio.current_task())
+        task = asyncio.current_task()
+        assert task is not None  # stop() is a coroutine: it runs in a task
+        _WAITERS.add(task)
         self.stop_flag.set()
         if self.task is not None:
             try:
@@ -170,6 +172,12 @@ class Operator:
 
     async def get(self, kind: str, name: str, namespace: str = NS) -> Obj | None:
         return await self.client.get(kind, namespace, name)
+
+    async def must_get(self, kind: str, name: str, namespace: str = NS) -> Obj:
+        """``kind name``, which the test expects to exist."""
+        found = await self.get(kind, name, namespace)
+        assert found is not None, f"{kind} {name} not found"
+        return found
 
     async def list(self, kind: str, namespace: str = NS, **labels: str) -> list[Obj]:
         return await self.client.list(kind, namespace, labels or None)
@@ -201,6 +209,12 @@ class Operator:
                 return c
         return None
 
+    async def must_condition(self, kind: str, name: str, type_: str) -> Obj:
+        """The condition, which the test expects to be set."""
+        found = await self.condition(kind, name, type_)
+        assert found is not None, f"{kind} {name} has no {type_} condition"
+        return found
+
     async def wait_condition(self, kind: str, name: str, type_: str, status: str, timeout: float = 40.0) -> Obj:
         async def check():
             c = await self.condition(kind, name, type_)
@@ -211,6 +225,7 @@ class Operator:
             obj = await self.get(kind, name)
             from isthmus.operator.kube import RESOURCES
             res = RESOURCES[kind]
+            versions: list[list[tuple[Any, Any]]] | str
             try:
                 versions = [ [(c["type"], c["status"]) for c in ((v or {}).get("status") or {}).get("conditions", [])]
                             for v in self.kmock.objects[f"{res.api_version}/{res.plural}", NS, name].history]

@@ -19,13 +19,13 @@ async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(op
                cloudControllerManager={"enabled": False})
     ids = "cloud-identity"
     await op.converge("IdentityService", ids)
-    template = (await op.get("Deployment", ids))["spec"]["template"]["metadata"]["annotations"]
-    first = secret_text(await op.get("Secret", f"{ids}-fernet-keys"))
+    template = (await op.must_get("Deployment", ids))["spec"]["template"]["metadata"]["annotations"]
+    first = secret_text(await op.must_get("Secret", f"{ids}-fernet-keys"))
     assert set(first) == {"0", "1"}
-    credentials = secret_text(await op.get("Secret", f"{ids}-credential-keys"))
+    credentials = secret_text(await op.must_get("Secret", f"{ids}-credential-keys"))
 
     async def keys_with(names: set[str]) -> dict[str, str] | None:
-        keys = secret_text(await op.get("Secret", f"{ids}-fernet-keys"))
+        keys = secret_text(await op.must_get("Secret", f"{ids}-fernet-keys"))
         return keys if set(keys) == names else None
 
     second = await op.until(lambda: keys_with({"0", "1", "2"}), "first rotation")
@@ -33,13 +33,13 @@ async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(op
     assert second["2"] == first["0"] and second["1"] == first["1"] and second["0"] not in first.values()
     third = await op.until(lambda: keys_with({"0", "2", "3"}), "second rotation (oldest secondary dropped)")
     assert third["3"] == second["0"] and third["2"] == second["2"]
-    stored = await op.get("Secret", f"{ids}-fernet-keys")
+    stored = await op.must_get("Secret", f"{ids}-fernet-keys")
     stamp = stored["metadata"]["annotations"][fernet.ROTATED_AT]
 
     async def status_stamp() -> bool:
-        ids_obj = await op.get("IdentityService", ids)
+        ids_obj = await op.must_get("IdentityService", ids)
         return ids_obj["status"].get("fernetKeysRotatedAt", "") >= stamp
     await op.until(status_stamp, "status.fernetKeysRotatedAt")
     # Keystone reads the mounted keys in place: no rollout; credential keys never rotate.
-    assert (await op.get("Deployment", ids))["spec"]["template"]["metadata"]["annotations"] == template
-    assert secret_text(await op.get("Secret", f"{ids}-credential-keys")) == credentials
+    assert (await op.must_get("Deployment", ids))["spec"]["template"]["metadata"]["annotations"] == template
+    assert secret_text(await op.must_get("Secret", f"{ids}-credential-keys")) == credentials

@@ -27,7 +27,7 @@ class Response:
 class FakeSession:
     """Answers GETs from ``routes``: (service type, region, path) -> body or exception."""
 
-    def __init__(self, routes: dict[tuple[str, str | None, str], Any]) -> None:
+    def __init__(self, routes: dict[tuple[str | None, str | None, str], Any]) -> None:
         self.routes = routes
         self.calls: list[dict[str, Any]] = []
 
@@ -93,9 +93,9 @@ def test_a_region_that_refuses_is_unhealthy_not_fatal() -> None:
     routes = routes_for(fx.snapshot())
     routes[("network", "RegionTwo", "/v2.0/networks")] = ks_exc.ConnectFailure("refused")
     topo = collect.Collector(FakeSession(routes), timeout=1).topology()
-    two = topo.region("RegionTwo")
+    two = fx.region(topo, "RegionTwo")
     assert not two.healthy and "ConnectFailure" in two.errors["network"]
-    assert topo.region("RegionOne").healthy
+    assert fx.region(topo, "RegionOne").healthy
     assert topo.networks[0].copies["RegionTwo"].unknown
 
 
@@ -103,14 +103,14 @@ def test_a_nova_timeout_marks_its_region() -> None:
     routes = routes_for(fx.snapshot())
     routes[("compute", "RegionOne", "/servers/detail")] = ks_exc.ConnectTimeout("timed out")
     topo = collect.Collector(FakeSession(routes), timeout=1).topology()
-    assert "compute" in topo.region("RegionOne").errors and topo.region("RegionTwo").healthy
+    assert "compute" in fx.region(topo, "RegionOne").errors and fx.region(topo, "RegionTwo").healthy
 
 
 def test_no_l3_is_no_routers() -> None:
     routes = routes_for(fx.snapshot())
     del routes[("network", "RegionOne", "/v2.0/routers")]
     topo = collect.Collector(FakeSession(routes), timeout=1).topology()
-    assert topo.region("RegionOne").healthy and set(topo.routers[0].halves) == {"RegionTwo"}
+    assert fx.region(topo, "RegionOne").healthy and set(topo.routers[0].halves) == {"RegionTwo"}
 
 
 def test_admin_api_forbidden_falls_back_to_the_catalogue() -> None:
@@ -120,7 +120,7 @@ def test_admin_api_forbidden_falls_back_to_the_catalogue() -> None:
     collector.catalog_regions = lambda: ["CentralRegion", "RegionOne", "RegionTwo"]  # type: ignore[method-assign]
     topo = collector.topology()
     assert [r.name for r in topo.regions] == ["CentralRegion", "RegionOne", "RegionTwo"]
-    assert topo.region("CentralRegion").healthy and "403" in topo.jobs.error
+    assert fx.region(topo, "CentralRegion").healthy and "403" in (topo.jobs.error or "")
 
 
 def test_admin_api_down_marks_central() -> None:
@@ -129,7 +129,7 @@ def test_admin_api_down_marks_central() -> None:
     collector = collect.Collector(FakeSession(routes), timeout=1)
     collector.catalog_regions = lambda: ["RegionOne"]  # type: ignore[method-assign]
     topo = collector.topology()
-    assert not topo.region("CentralRegion").healthy and [r.name for r in topo.regions][1:] == ["RegionOne"]
+    assert not fx.region(topo, "CentralRegion").healthy and [r.name for r in topo.regions][1:] == ["RegionOne"]
 
 
 def test_regions_of_prefers_pods() -> None:
@@ -149,4 +149,4 @@ def test_no_admin_endpoint_is_an_error_not_a_crash() -> None:
     collector = collect.Collector(FakeSession(routes), timeout=1)
     collector.catalog_regions = lambda: ["RegionOne"]  # type: ignore[method-assign]
     topo = collector.topology()
-    assert "no endpoint" in topo.jobs.error and not topo.region("CentralRegion").healthy
+    assert "no endpoint" in (topo.jobs.error or "") and not fx.region(topo, "CentralRegion").healthy
