@@ -113,7 +113,7 @@ class JobContext:
             raise Stopped("worker stopping", delay=0.0)  # due again at once, on another worker
 
 
-Handler = Callable[[JobContext], None]
+Handler = Callable[[JobContext], object]  # the return value is ignored
 
 
 @dataclass(frozen=True)

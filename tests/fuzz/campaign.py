@@ -69,9 +69,11 @@ def http_sender(base_url: str, timeout: float = TIMEOUT) -> Callable[..., int]:
     from requests.utils import requote_uri
 
     base = urlsplit(base_url)
+    host = base.hostname
+    assert host is not None, base_url
 
     def send(method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> int:
-        conn = http.client.HTTPConnection(base.hostname, base.port, timeout=timeout)
+        conn = http.client.HTTPConnection(host, base.port, timeout=timeout)
         try:
             conn.putrequest(method, requote_uri(base.path.rstrip("/") + path), skip_accept_encoding=True)
             for name, value in {**headers, "Content-Length": str(len(body or b""))}.items():

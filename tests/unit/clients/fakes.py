@@ -5,7 +5,9 @@ from __future__ import annotations
 import json as jsonlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+from keystoneauth1 import adapter as ks_adapter
 
 
 @dataclass
@@ -73,3 +75,8 @@ def paged_server(collection: str, items: list[dict], page_size: int,
         return Response(200, body)
 
     return answer
+
+
+def as_adapter(fake: FakeAdapter) -> ks_adapter.Adapter:
+    """NeutronClient calls only request(), which the fake answers with a Response stand-in."""
+    return cast(ks_adapter.Adapter, fake)

@@ -56,8 +56,9 @@ def _fill(engine: sa.Engine) -> dict[str, list[dict]]:
             "finished_at": T0 if status in (JobStatus.SUCCESS, JobStatus.FAIL) else None, "version": n + 1,
         })
     schedules = [{"name": "network_sync", "next_run_at": T0, "last_owner": "host:1:abc"}]
-    filled = {"isthmus_pods": pods, "isthmus_routings": routings, "isthmus_pod_bindings": bindings,
-              "isthmus_jobs": job_rows, "isthmus_job_schedules": schedules}
+    filled: dict[str, list[dict]] = {
+        "isthmus_pods": pods, "isthmus_routings": routings, "isthmus_pod_bindings": bindings,
+        "isthmus_jobs": job_rows, "isthmus_job_schedules": schedules}
     with engine.begin() as conn:
         for table, rows in filled.items():
             _insert(conn, table, rows)

@@ -109,8 +109,10 @@ def test_transient_errors() -> None:
         return sa.exc.OperationalError("stmt", {}, orig)
 
     deadlock = Exception(1213, "Deadlock found")
-    pg = Exception("could not serialize")
-    pg.pgcode = "40001"
+    class PgError(Exception):
+        pgcode = "40001"  # psycopg2's SQLSTATE attribute
+
+    pg = PgError("could not serialize")
     assert is_transient(wrap(deadlock)) and is_transient(wrap(pg))
     assert is_transient(wrap(Exception("database is locked")))
     assert not is_transient(wrap(Exception(1146, "Table doesn't exist")))
