@@ -229,11 +229,12 @@ def confirmed_regressions(layout, list_name: str, out: Path, direct: Outcome, is
 def parse_subunit(data: bytes) -> Outcome:
     import subunit
     import testtools
+    from testtools.testresult.real import TestDict
 
     outcome = Outcome()
     statuses: dict[str, str] = {}
 
-    def record(test: dict) -> None:
+    def record(test: TestDict) -> None:
         statuses[_test_id(test["id"])] = test["status"]
 
     stream = subunit.ByteStreamToStreamResult(io.BytesIO(data), non_subunit_name="stdout")

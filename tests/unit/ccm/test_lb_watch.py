@@ -81,7 +81,7 @@ def test_service_informer_keys_by_namespace_and_relists_only_on_gone() -> None:
     cache = ServiceCache()
     changed: list[str] = []
     restarts: list[str] = []
-    Informer(api, cache, changed.append, WatchSettings(error_backoff=0.01), on_restart=restarts.append,  # type: ignore[arg-type]
+    Informer(api, cache, changed.append, WatchSettings(error_backoff=0.01), on_restart=restarts.append,
              kind="service").run(stop)
     assert api.calls == [("list", "list-0"), ("watch", "list-0"), ("watch", "7"), ("watch", "9"),
                          ("list", "list-4"), ("watch", "list-4")]
@@ -215,7 +215,8 @@ def test_node_churn_is_spaced_by_the_sync_period() -> None:
     assert ctl.converged == ["default/a"]
 
 
-def test_a_failure_retries_with_backoff_and_a_deleting_service_is_cleaned_from_the_cache() -> None:
+def test_a_failure_retries_with_backoff_and_a_deleting_service_is_cleaned_from_the_cache(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     now = [0.0]
     ctl, nodes, services = wired(now)
     ctl.queue.backoff.base = 5.0
@@ -227,7 +228,7 @@ def test_a_failure_retries_with_backoff_and_a_deleting_service_is_cleaned_from_t
         calls.append("cleanup" if service.deleting else "ensure")
         return Outcome(failed={"RegionTwo": "503"}) if len(calls) == 1 else Outcome()
 
-    ctl.reconcile = reconcile  # type: ignore[method-assign]
+    monkeypatch.setattr(ctl, "reconcile", reconcile)
     ctl.step()
     assert calls == ["ensure"] and len(ctl.queue) == 1  # waiting for its backoff
     now[0] = 4.0

@@ -3,8 +3,11 @@ against an in-memory stand-in of the one REST client the plugin uses)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from isthmus.clients.neutron import Rejected, Unavailable
 from isthmus.network import PROFILE_KEY
+from isthmus.network.local.central import CentralClient
 from isthmus.network.local.reports import CentralReports
 
 
@@ -57,7 +60,9 @@ class Clock:
 
 
 def reports(region: str, central: Central, local: dict[str, dict], clock: Clock) -> CentralReports:
-    return CentralReports(region, local.get, lambda: central, clock=clock, background=False)
+    # The fake answers the CentralClient calls the reports make.
+    client = cast(CentralClient, central)
+    return CentralReports(region, local.get, lambda: client, clock=clock, background=False)
 
 
 def test_a_bind_is_sent_at_once_and_an_unbind_already_known_writes_nothing():
