@@ -373,7 +373,8 @@ def ratio(watch: float, polling: float) -> str:
 
 def table(polling: Result, watch: Result) -> str:
     kinds = sorted(set(polling.requests) | set(watch.requests))
-    rows = [(f"Kubernetes requests: {k}", polling.requests[k], watch.requests[k]) for k in kinds]
+    rows: list[tuple[str, float, float]] = [(f"Kubernetes requests: {k}", polling.requests[k], watch.requests[k])
+                                            for k in kinds]
     total_p, total_w = sum(polling.requests.values()), sum(watch.requests.values())
     rows += [
         ("Kubernetes requests: total", total_p, total_w),

@@ -176,7 +176,8 @@ class MadePort:
 def make_vm_port(neutrons: Neutrons, region: str, network_id: str, name: str, no_groups: bool = False) -> MadePort:
     neutron = neutrons(region)
     started = time.monotonic()
-    body = {"network_id": network_id, "name": name, "device_owner": VM_OWNER, "device_id": str(uuid.uuid4())}
+    body: dict[str, Any] = {"network_id": network_id, "name": name, "device_owner": VM_OWNER,
+                            "device_id": str(uuid.uuid4())}
     if no_groups:
         body["security_groups"] = []  # no default group: no remote-member rules to keep
     port = call(neutron, "POST", "/ports", body={"port": body})["port"]
@@ -607,9 +608,10 @@ def convergence(made: list[MadePort], watcher: ShadowWatcher, regions: tuple[str
     first_latency, all_latency = [], []
     for port in made:
         times = [watcher.first_seen[r].get(port.id) for r in regions if r != port.region]
-        if times and all(t is not None for t in times):
-            first_latency.append(min(times) - port.bound_at)
-            all_latency.append(max(times) - port.bound_at)
+        known = [t for t in times if t is not None]
+        if times and len(known) == len(times):
+            first_latency.append(min(known) - port.bound_at)
+            all_latency.append(max(known) - port.bound_at)
     return Convergence(converged, expected, last_shadow - max(p.bound_at for p in made),
                        last_shadow - min(p.bound_at for p in made), first_latency, all_latency,
                        watcher.missing(expected))
@@ -745,7 +747,7 @@ def main() -> int:
             created.regional_networks[region], _ = make_network(neutrons(region), f"{tag}-own", baseline_ports)
         say(f"baseline: {baseline_ports} ports on region-only networks")
         before = marks(logs)
-        base = make_ports(neutrons, round_robin(regions, baseline_ports, created.regional_networks.get),
+        base = make_ports(neutrons, round_robin(regions, baseline_ports, lambda r: created.regional_networks[r]),
                           args.workers, "baseline", tag, created.regional_ports, args.no_security_groups)
         base.central_requests = sum(1 for r in logs[CENTRAL_REGION].since(before[CENTRAL_REGION])
                                     if r.agent.startswith(LOCAL_AGENT))

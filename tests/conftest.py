@@ -12,6 +12,7 @@ import http.server  # noqa: F401 - imported first on purpose, see above
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def start_sandbox(state_dir: Path) -> Sandbox:
 
 
 @pytest.fixture(scope="session")
-def sandbox(tmp_path_factory) -> Sandbox:
+def sandbox(tmp_path_factory) -> Iterator[Sandbox]:
     """A full sandbox (compute in RegionOne and RegionTwo), started once per session.
 
     Set ISTHMUS_SANDBOX_DIR to an already running sandbox to skip start/stop

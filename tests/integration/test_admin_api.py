@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from isthmus.sandbox.layout import Layout
 from tests.conftest import BIN, free_base_port, isthmus
 from tests.integration import admin_handlers
 from tests.integration.admin_handlers import BLOCK, FAIL, TOUCH
@@ -35,7 +36,7 @@ HANDLERS_ENV = {"OS_JOBS__HANDLER_MODULES": "tests.integration.admin_handlers", 
 
 @dataclass
 class AdminSandbox:
-    layout: object
+    layout: Layout
     url: str  # the multiregion endpoint, from the catalog
     tokens: dict[str, str]
     projects: dict[str, str]
@@ -43,8 +44,10 @@ class AdminSandbox:
     def call(self, method: str, path: str, body=None, *, as_: str | None = "admin", token: str | None = None,
              params=None) -> requests.Response:
         headers = {}
-        if as_ is not None or token is not None:
-            headers["X-Auth-Token"] = token or self.tokens[as_]
+        if token:
+            headers["X-Auth-Token"] = token
+        elif as_ is not None:
+            headers["X-Auth-Token"] = self.tokens[as_]
         return requests.request(method, self.url.rstrip("/") + path, json=body, headers=headers, params=params,
                                 timeout=30)
 
@@ -103,6 +106,7 @@ def admin(tmp_path_factory):
             isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
             pytest.fail(f"sandbox up failed:\n{up.stdout}\n{up.stderr}")
     layout = Layout.load(state_dir)
+    assert layout is not None, f"no sandbox in {state_dir}"
     try:
         sessions = {"admin": _session(layout, "admin", "admin"), "demo": _session(layout, "demo", "demo")}
         url = sessions["admin"].get_endpoint(service_type="multiregion", interface="public",

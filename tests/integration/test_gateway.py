@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from tests.conftest import BIN
+from tests.integration.helpers import sandbox_layout
 
 pytestmark = pytest.mark.integration
 CENTRAL = "CentralRegion"
@@ -35,11 +36,10 @@ def cli(sandbox, *args: str, cloud: str = "isthmus-demo", check: bool = True) ->
 class Gateway:
     def __init__(self, sandbox) -> None:
         from isthmus.sandbox.glance import TINY_IMAGE_ID
-        from isthmus.sandbox.layout import Layout
         from isthmus.sandbox.nova import FLAVOR_ID
 
         self.sandbox = sandbox
-        self.layout = Layout.load(sandbox.state_dir)
+        self.layout = sandbox_layout(sandbox.state_dir)
         self.url = f"http://127.0.0.1:{self.layout.gateway_port}"
         self.compute = self.url + "/compute/v2.1"
         self.image, self.flavor = TINY_IMAGE_ID, FLAVOR_ID

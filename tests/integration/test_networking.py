@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openstack.exceptions as os_exc
 import pytest
 
-from tests.integration.helpers import CENTRAL, delete_network, eventually
+from tests.integration.helpers import CENTRAL, delete_network, eventually, sandbox_layout
 
 pytestmark = pytest.mark.integration
 
@@ -473,9 +473,8 @@ def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
         assert _port_or_none(admin[one], port_two.id) is None  # no worker, no shadow yet
         from isthmus.db import make_engine
         from isthmus.jobs import JobStatus, JobStore
-        from isthmus.sandbox.layout import Layout
 
-        job = JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).find("network_sync", net.id)
+        job = JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).find("network_sync", net.id)
         assert job is not None and job.status == JobStatus.NEW  # queued durably, waiting for a worker
     finally:
         _isthmus(sandbox, "sandbox", "restart", "isthmus-xjob")
@@ -488,7 +487,6 @@ def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
 def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, admin, stretched):
     """B17: with ``[isthmus] cross_region_l2 = noop`` no region holds shadow ports."""
     from isthmus.sandbox import xjob
-    from isthmus.sandbox.layout import Layout
 
     net, _ = stretched
     one, two = sandbox.regions
@@ -498,7 +496,7 @@ def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, 
         server = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
         (ports[region],) = list(admin[region].network.ports(device_id=server.id))
     eventually(lambda: _port_or_none(admin[one], ports[two].id), what="shadow before noop")
-    override = xjob.config_dir(Layout.load(sandbox.state_dir)) / "l2.conf"
+    override = xjob.config_dir(sandbox_layout(sandbox.state_dir)) / "l2.conf"
     override.write_text("[isthmus]\ncross_region_l2 = noop\n")
     try:
         _isthmus(sandbox, "sandbox", "restart", "isthmus-xjob")
@@ -517,9 +515,8 @@ def _enqueue(sandbox, job_type: str, resource_id: str) -> None:
     """As ``openstack multiregion job create`` does."""
     from isthmus.db import make_engine
     from isthmus.jobs import JobStore
-    from isthmus.sandbox.layout import Layout
 
-    JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).enqueue(job_type, resource_id)
+    JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).enqueue(job_type, resource_id)
 
 
 # ------------------------------------------- provider networks, SG deletes, port reuse
@@ -599,8 +596,7 @@ def test_a_port_moves_between_regions_with_its_server(sandbox, central, admin, s
         eventually(lambda: not central_port(admin, port.id).binding_host_id, what=f"unbound after {region}")
     from isthmus.db import make_engine
     from isthmus.jobs import JobStatus, JobStore
-    from isthmus.sandbox.layout import Layout
 
-    store = JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url))
+    store = JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url))
     eventually(lambda: getattr(store.find("network_sync", net.id), "status", None) == JobStatus.SUCCESS,
                what="network_sync SUCCESS")

@@ -8,7 +8,7 @@ from datetime import UTC
 
 import pytest
 
-from tests.integration.helpers import CENTRAL, eventually
+from tests.integration.helpers import CENTRAL, eventually, sandbox_layout
 from tests.integration.test_networking import _enqueue, _isthmus, _network_or_none, _port_or_none, boot
 
 pytestmark = pytest.mark.integration
@@ -17,9 +17,8 @@ pytestmark = pytest.mark.integration
 def _job(sandbox, job_type: str, resource_id: str):
     from isthmus.db import make_engine
     from isthmus.jobs import JobStore
-    from isthmus.sandbox.layout import Layout
 
-    return JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).find(job_type, resource_id)
+    return JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).find(job_type, resource_id)
 
 
 def _run_again(sandbox, job_type: str, resource_id: str):
@@ -285,10 +284,9 @@ def test_a_hung_region_blocks_no_other_and_its_jobs_resume(sandbox, central, adm
 def test_lists_page_to_the_end_under_a_small_page_limit(sandbox, central, admin, stretched):
     """More VM ports than one page of every Neutron: every one of them gets its
     shadow, and a full resync keeps them all."""
-    from isthmus.sandbox.layout import Layout
     from isthmus.sandbox.nova import compute_host
 
-    limit = Layout.load(sandbox.state_dir).neutron_page_limit
+    limit = sandbox_layout(sandbox.state_dir).neutron_page_limit
     if not limit:
         pytest.skip("this sandbox runs Neutron without pagination_max_limit (the test sandbox sets it)")
     net, _ = stretched

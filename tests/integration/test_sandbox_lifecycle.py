@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from tests.conftest import free_base_port, isthmus
+from tests.integration.helpers import sandbox_layout
 
 pytestmark = pytest.mark.integration
 
@@ -33,17 +34,16 @@ def namespaces() -> set[str]:
 
 def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, tmp_path):
     from isthmus.sandbox.dataplane import names
-    from isthmus.sandbox.layout import Layout
     from isthmus.sandbox.process import ServiceRecord
 
-    first = Layout.load(sandbox.state_dir)
+    first = sandbox_layout(sandbox.state_dir)
     base = free_base_port(sandbox.base_port + 500, 2)
     # Beside a --dataplane sandbox the second has its own dataplane too: its
     # namespaces must not collide with the first's, and down removes only its own.
     dataplane = ["--dataplane"] if first.dataplane else []
     first_namespaces = {ns for ns in namespaces() if ns.startswith(names.prefix(first)) and "-vm-" not in ns}
     isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute", *dataplane)
-    second = Layout.load(tmp_path)
+    second = sandbox_layout(tmp_path)
     try:
         records = ServiceRecord.load_all(tmp_path / "run")
         agents = {f"dataplane-{r}" for r in second.regions} if dataplane else set()

@@ -24,7 +24,7 @@ import pytest
 
 from tests.browser import artifact_dir, chrome, missing, wait_until
 from tests.conftest import BIN, isthmus
-from tests.integration.helpers import CENTRAL, delete_network, eventually
+from tests.integration.helpers import CENTRAL, delete_network, eventually, sandbox_layout
 
 pytestmark = pytest.mark.integration
 
@@ -155,9 +155,8 @@ def _sample(text: str, name: str, **labels: str) -> float:
 @pytest.mark.exclusive  # the tour's fixed names
 def test_metrics_of_every_service_after_known_work(sandbox, tour):
     """Each service's /metrics, as the sandbox prints them, after the tour's work."""
-    from isthmus.sandbox.layout import Layout
 
-    urls = Layout.load(sandbox.state_dir).metrics_urls()
+    urls = sandbox_layout(sandbox.state_dir).metrics_urls()
     # The tour's boots made the worker copy and shadow ports: port_sync runs succeeded.
 
     def xjob_after_port_syncs() -> str | None:
@@ -194,16 +193,16 @@ def test_metrics_of_every_service_after_known_work(sandbox, tour):
 
 def test_sandbox_up_prints_where_metrics_are(sandbox):
     """``sandbox status`` lists the services; the metrics URLs answer."""
-    from isthmus.sandbox.layout import Layout
 
-    for name, url in Layout.load(sandbox.state_dir).metrics_urls().items():
+    for name, url in sandbox_layout(sandbox.state_dir).metrics_urls().items():
         assert "# HELP" in _get(url), name
 
 
 @pytest.mark.exclusive  # stops neutron-RegionTwo; the tour's fixed names
 def test_topology_page_shows_the_tour_and_a_region_going_down(sandbox, tour, page, tmp_path):
-    if missing():
-        pytest.skip(missing())
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
     one, two = sandbox.regions
     net = tour["network"]
     ports = {}
@@ -228,10 +227,11 @@ def test_topology_page_shows_the_tour_and_a_region_going_down(sandbox, tour, pag
                        120, f"the shadow of tour-{region.lower()} in {other}")
             assert _one(driver, f'.port.server[data-port="{ports[region]}"][data-region="{other}"]') is None
         # The band's copies sit side by side: regions are columns.
-        cells = [_one(driver, f'.copy[data-network="{net}"][data-region="{r}"]') for r in (one, two)]
-        assert cells[1]["x"] > cells[0]["x"] and abs(cells[1]["y"] - cells[0]["y"]) < 2
-        segment = re.search(r"vxlan/\d+", cells[0]["text"])
-        assert segment and segment.group(0) in cells[1]["text"]  # one segment everywhere
+        left, right = [_one(driver, f'.copy[data-network="{net}"][data-region="{r}"]') for r in (one, two)]
+        assert left is not None and right is not None
+        assert right["x"] > left["x"] and abs(right["y"] - left["y"]) < 2
+        segment = re.search(r"vxlan/\d+", left["text"])
+        assert segment and segment.group(0) in right["text"]  # one segment everywhere
 
         # One click shows the JSON behind a box.
         driver.execute_script("document.querySelector(arguments[0]).click()",
