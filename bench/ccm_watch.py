@@ -322,6 +322,7 @@ def node_api(api: FakeAPIServer) -> NodeAPI:
     cfg = client.Configuration()
     cfg.host = "http://fake"
     api_client = client.ApiClient(cfg)
+    # The client's transport replaced by the simulated API (kubernetes types it as its RESTClientObject).
     api_client.rest_client = api  # type: ignore[assignment]
     return NodeAPI(client.CoreV1Api(api_client))
 

@@ -229,7 +229,7 @@ class AdminApi:
         body = _body(req, "pod")
         _known_fields(body, POD_FIELDS, "pod")
         pod = self.registry.create_pod(
-            body.get("region_name"), **{k: body[k] for k in POD_FIELDS[1:] if k in body})  # type: ignore[arg-type]
+            body.get("region_name"), **{k: body[k] for k in POD_FIELDS[1:] if k in body})
         LOG.info("pod %s created: region %s, az %r", pod.pod_id, pod.region_name, pod.az_name)
         return 200, {"pod": pod.to_dict()}
 

@@ -54,7 +54,7 @@ class Credentials:
     database_password: str
     transport_url: str = "fake:/"
     # transport-url-<Region>: a region's own broker, when it has one.
-    regional_transport_urls: Mapping[str, str] = None  # type: ignore[assignment]
+    regional_transport_urls: Mapping[str, str] | None = None
 
     @classmethod
     def from_secret_data(cls, data: Mapping[str, str]) -> Credentials:

@@ -66,7 +66,9 @@ class Registry:
         self.engine = engine
 
     # --- pods ----------------------------------------------------------------
-    def create_pod(self, region_name: str, az_name: str = "", pod_az_name: str = "", dc_name: str = "") -> Pod:
+    def create_pod(self, region_name: object, az_name: object = "", pod_az_name: object = "",
+                   dc_name: object = "") -> Pod:
+        """The values as a request carries them: checked here (strings, lengths)."""
         region_name = _text("region_name", region_name)
         az_name = _text("az_name", az_name, required=False)
         pod = Pod(str(uuid.uuid4()), region_name, az_name,

@@ -234,17 +234,23 @@ def watched_api_methods() -> set[str]:
     return names
 
 
+def known_template(method_name: str) -> tuple[str, str]:
+    found = request_template(method_name)
+    assert found is not None, f"no serializer for {method_name}"
+    return found
+
+
 def code_accesses(lease_name: str = "lease", lease_namespace: str = "kube-system") -> list[tuple[str, Access]]:
     """(API method, RBAC access) of every call and watch in the code."""
     out = []
     for method_name in sorted(called_api_methods()):
-        http, template = request_template(method_name)  # type: ignore[misc]
+        http, template = known_template(method_name)
         lease = "leases" in template
         path = template.replace("{namespace}", lease_namespace if lease else "default").replace(
             "{name}", lease_name if lease else "some-object")
         out.append((method_name, access_of(http, path)))
     for method_name in sorted(watched_api_methods()):
-        http, template = request_template(method_name)  # type: ignore[misc]
+        http, template = known_template(method_name)
         out.append((f"{method_name} (watch)", access_of(http, template, {"watch": ["true"]})))
     return out
 
@@ -329,6 +335,7 @@ class Recorder:
     def __init__(self, api: client.ApiClient) -> None:
         self.seen: list[tuple[str, str, dict[str, list[str]]]] = []
         self._call = api.call_api
+        # kubernetes' ApiClient has no hook for this: its method is replaced on the instance.
         api.call_api = self  # type: ignore[method-assign]
 
     def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:

@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import kmock
 import pytest
@@ -44,7 +44,8 @@ def test_cache_reports_only_content_changes() -> None:
     assert cache.synced.is_set()
     # a kubelet status write bumps only the resourceVersion: nothing to do
     assert cache.apply(WatchEvent("MODIFIED", view("a", "2"), "2")) is None
-    assert cache.get("a").resource_version == "2"  # type: ignore[union-attr]
+    cached = cache.get("a")
+    assert cached is not None and cached.resource_version == "2"
     assert cache.apply(WatchEvent("MODIFIED", view("a", "3", ready=False), "3")) == "a"
     assert cache.apply(WatchEvent("ADDED", view("c", "4"), "4")) == "c"
     assert cache.apply(WatchEvent("BOOKMARK", None, "5")) is None
@@ -123,6 +124,7 @@ class ScriptedAPI:
 
 def test_informer_resumes_without_list_and_relists_on_gone_or_error() -> None:
     stop = threading.Event()
+    # urllib3 annotates the pool as required; the exception takes None, as the client's own do.
     idle = urllib3.exceptions.ReadTimeoutError(None, "/api/v1/nodes", "Read timed out.")  # type: ignore[arg-type]
     api = ScriptedAPI(
         lists=[[view("a")], [view("a"), view("b", "9")], [view("a")]],
@@ -153,6 +155,7 @@ def test_informer_resumes_without_list_and_relists_on_gone_or_error() -> None:
 def test_classify_watch_errors() -> None:
     assert classify_watch_error(ApiException(status=410)) == "gone"
     assert classify_watch_error(ApiException(status=500)) == "error"
+    # urllib3 annotates the pool as required; the exception takes None.
     assert classify_watch_error(urllib3.exceptions.ReadTimeoutError(None, "/", "x")) == "idle"  # type: ignore[arg-type]
     assert classify_watch_error(OSError("refused")) == "error"
 
@@ -247,8 +250,9 @@ def test_manager_waits_for_the_cache_and_schedules_from_it() -> None:
     clock = lambda: now[0]  # noqa: E731 - a fake clock read by two objects
     cache, queue = NodeCache(), WorkQueue(Backoff(base=1.0, clock=clock), clock=clock)
     rec = Recording(fail={"b"})
-    manager = Manager(cache, queue, rec, rec, Periods(node_monitor=5, node_status_update=300, node_resync=60),  # type: ignore[arg-type]
-                      clock=clock)
+    # The recording stand-in answers what the manager asks of both controllers.
+    manager = Manager(cache, queue, cast(NodeController, rec), cast(LifecycleController, rec),
+                      Periods(node_monitor=5, node_status_update=300, node_resync=60), clock=clock)
     manager.step(wait=0.01)
     assert rec.seen == []  # nothing before the first LIST is in
     cache.replace([view("a"), view("b")])

@@ -24,10 +24,10 @@ BASE = "[Global]\nauth-url = http://k/v3\nregion = RegionOne\nregions = RegionTw
 
 
 def svc(annotations: dict[str, str] | None = None, ports: tuple[m.ServicePort, ...] | None = None,
-        **kw: object) -> m.ServiceView:
+        **kw: Any) -> m.ServiceView:
     return m.ServiceView("default", "web", "uid-1", "LoadBalancer",
                          ports if ports is not None else (m.ServicePort("http", "TCP", 80, 30080),),
-                         annotations or {}, **kw)  # type: ignore[arg-type]
+                         annotations or {}, **kw)
 
 
 def node(name: str, region: str, address: str, ready: bool = True, unschedulable: bool = False,

@@ -20,7 +20,7 @@ import inspect
 import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import kmock
 import pytest
@@ -32,6 +32,7 @@ from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings
 from isthmus.ccm.controllers.kube import NodeAPI, NodeView, WatchEvent
 from isthmus.ccm.loadbalancer import model as m
 from isthmus.ccm.loadbalancer.controller import (
+    OctaviaRegions,
     Outcome,
     ServiceAPI,
     ServiceCache,
@@ -133,8 +134,9 @@ class Recording(ServiceController):
 
 def wired(now: list[float], spacing: float = 10.0) -> tuple[Recording, NodeCache, ServiceCache]:
     nodes, services = NodeCache(), ServiceCache()
-    ctl = Recording(None, None, LoadBalancerConfig(), REGIONS, services=services, nodes=nodes,  # type: ignore[arg-type]
-                    node_pass_spacing=spacing, clock=lambda: now[0])
+    # No Kubernetes API and no Octavia: Recording converges without them.
+    ctl = Recording(cast(ServiceAPI, None), cast(OctaviaRegions, None), LoadBalancerConfig(), REGIONS,
+                    services=services, nodes=nodes, node_pass_spacing=spacing, clock=lambda: now[0])
     ctl.queue.clock = ctl.queue.backoff.clock = ctl.clock
     return ctl, nodes, services
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import cast
 
+import pytest
+
 from isthmus.clients.neutron import Rejected, Unavailable
 from isthmus.network import PROFILE_KEY
 from isthmus.network.local.central import CentralClient
@@ -103,7 +105,7 @@ def test_a_report_that_failed_is_retried_with_the_state_of_the_moment():
     assert central.ports["p"]["binding:host_id"] == "h9" and len(central.writes) == 1
 
 
-def test_an_unbind_racing_a_change_at_central_reads_again_not_overwrites():
+def test_an_unbind_racing_a_change_at_central_reads_again_not_overwrites(monkeypatch: pytest.MonkeyPatch) -> None:
     central, clock = Central(), Clock()
     central.ports["p"] = {"id": "p", "revision_number": 1, **bound("RegionOne", "h1")}
     r = reports("RegionOne", central, {"p": dict(UNBOUND)}, clock)
@@ -114,10 +116,10 @@ def test_an_unbind_racing_a_change_at_central_reads_again_not_overwrites():
         central.ports["p"]["revision_number"] += 1
         return port
 
-    central.port = racing  # type: ignore[method-assign]
+    monkeypatch.setattr(central, "port", racing)
     r.report("p")
     assert central.writes == [] and r.pending() == {"p": "report"}
-    central.port = real  # type: ignore[method-assign]
+    monkeypatch.setattr(central, "port", real)
     clock.now += 100
     r.retry_due()
     assert central.ports["p"]["binding:host_id"] == ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from keystoneauth1 import exceptions as ks_exc
 
 from isthmus.topology import collect
@@ -113,21 +114,21 @@ def test_no_l3_is_no_routers() -> None:
     assert fx.region(topo, "RegionOne").healthy and set(topo.routers[0].halves) == {"RegionTwo"}
 
 
-def test_admin_api_forbidden_falls_back_to_the_catalogue() -> None:
+def test_admin_api_forbidden_falls_back_to_the_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
     routes = routes_for(fx.snapshot())
     routes[("url", None, ADMIN + "/pods")] = Response(403, {"forbidden": {"message": "no"}})
     collector = collect.Collector(FakeSession(routes), timeout=1)
-    collector.catalog_regions = lambda: ["CentralRegion", "RegionOne", "RegionTwo"]  # type: ignore[method-assign]
+    monkeypatch.setattr(collector, "catalog_regions", lambda: ["CentralRegion", "RegionOne", "RegionTwo"])
     topo = collector.topology()
     assert [r.name for r in topo.regions] == ["CentralRegion", "RegionOne", "RegionTwo"]
     assert fx.region(topo, "CentralRegion").healthy and "403" in (topo.jobs.error or "")
 
 
-def test_admin_api_down_marks_central() -> None:
+def test_admin_api_down_marks_central(monkeypatch: pytest.MonkeyPatch) -> None:
     routes = routes_for(fx.snapshot())
     routes[("url", None, ADMIN + "/pods")] = ks_exc.ConnectFailure("refused")
     collector = collect.Collector(FakeSession(routes), timeout=1)
-    collector.catalog_regions = lambda: ["RegionOne"]  # type: ignore[method-assign]
+    monkeypatch.setattr(collector, "catalog_regions", lambda: ["RegionOne"])
     topo = collector.topology()
     assert not fx.region(topo, "CentralRegion").healthy and [r.name for r in topo.regions][1:] == ["RegionOne"]
 
@@ -143,10 +144,10 @@ def test_admin_endpoint_with_version_in_the_catalogue() -> None:
     assert collect.Collector(FakeSession(routes), timeout=1).topology().jobs.backlog == 1
 
 
-def test_no_admin_endpoint_is_an_error_not_a_crash() -> None:
+def test_no_admin_endpoint_is_an_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
     routes = routes_for(fx.snapshot())
     del routes[("endpoint", "CentralRegion", "multiregion")]
     collector = collect.Collector(FakeSession(routes), timeout=1)
-    collector.catalog_regions = lambda: ["RegionOne"]  # type: ignore[method-assign]
+    monkeypatch.setattr(collector, "catalog_regions", lambda: ["RegionOne"])
     topo = collector.topology()
     assert "no endpoint" in (topo.jobs.error or "") and not fx.region(topo, "CentralRegion").healthy
