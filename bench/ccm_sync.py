@@ -90,7 +90,7 @@ class CallCounter:
             self.seconds = 0.0
 
     def by_service(self) -> dict[str, int]:
-        out = Counter()
+        out: Counter[str] = Counter()
         for (service, _), n in self.counts.items():
             out[{"compute": "nova", "network": "neutron", "identity": "keystone"}.get(service, "other")] += n
         return dict(out)

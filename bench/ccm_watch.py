@@ -322,6 +322,7 @@ def node_api(api: FakeAPIServer) -> NodeAPI:
     cfg = client.Configuration()
     cfg.host = "http://fake"
     api_client = client.ApiClient(cfg)
+    # The client's transport replaced by the simulated API (kubernetes types it as its RESTClientObject).
     api_client.rest_client = api  # type: ignore[assignment]
     return NodeAPI(client.CoreV1Api(api_client))
 
@@ -373,7 +374,8 @@ def ratio(watch: float, polling: float) -> str:
 
 def table(polling: Result, watch: Result) -> str:
     kinds = sorted(set(polling.requests) | set(watch.requests))
-    rows = [(f"Kubernetes requests: {k}", polling.requests[k], watch.requests[k]) for k in kinds]
+    rows: list[tuple[str, float, float]] = [(f"Kubernetes requests: {k}", polling.requests[k], watch.requests[k])
+                                            for k in kinds]
     total_p, total_w = sum(polling.requests.values()), sum(watch.requests.values())
     rows += [
         ("Kubernetes requests: total", total_p, total_w),

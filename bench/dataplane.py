@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common import connect, pct
+
 from isthmus.sandbox.dataplane import host as dataplane
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 

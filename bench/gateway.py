@@ -29,7 +29,6 @@ import uuid
 from pathlib import Path
 
 import requests
-
 from common import pct
 
 NONE_NET = {"OpenStack-API-Version": "compute 2.37"}
@@ -90,13 +89,15 @@ def main() -> int:
             for _ in range(args.servers):
                 create(gw, layout.availability_zone(region))
         sid = made[0]
-        show_direct = timed(lambda: http.get(f"{direct[first]}/servers/{sid}", timeout=60).raise_for_status(), args.rounds)
+        show_direct = timed(lambda: http.get(f"{direct[first]}/servers/{sid}", timeout=60).raise_for_status(),
+                            args.rounds)
         show_gw = timed(lambda: http.get(f"{gw}/servers/{sid}", timeout=60).raise_for_status(), args.rounds)
         rows += [("show", "direct " + first, show_direct, show_direct), ("show", "gateway", show_gw, show_direct)]
         n = max(3, args.rounds // 6)
         create_direct = timed(lambda: create(direct[first]), n)
         create_gw = timed(lambda: create(gw, layout.availability_zone(first)), n)
-        rows += [("create", "direct " + first, create_direct, create_direct), ("create", "gateway", create_gw, create_direct)]
+        rows += [("create", "direct " + first, create_direct, create_direct),
+                 ("create", "gateway", create_gw, create_direct)]
         query = f"/servers/detail?all_tenants=1&name={tag}"
         alone = {r: timed(lambda r=r: http.get(direct[r] + query, timeout=60).raise_for_status(), args.rounds)
                  for r in layout.regions}

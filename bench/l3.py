@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from common import connect, pct
+
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 HALF_TAG = "isthmus:half-of:"
@@ -88,27 +89,27 @@ def main() -> None:
             bound_port(admin[two], two, stretched.id)
             started = time.monotonic()
             port = bound_port(admin[one], one, stretched.id)
-            wait(lambda: any(True for _ in admin[two].network.ports(network_id=stretched.id,
-                                                                    mac_address=port.mac_address)))
+            wait(lambda: any(True for _ in admin[two].network.ports(network_id=stretched.id,  # noqa: B023 - polled within this iteration
+                                                                    mac_address=port.mac_address)))  # noqa: B023 - polled within this iteration
             shadow.append(time.monotonic() - started)
 
             bound_port(admin[one], one, net_a.id)
             server_port = bound_port(admin[two], two, net_b.id)
-            wait(lambda: half_routes(admin[one], router.id))  # the first interface settled
+            wait(lambda: half_routes(admin[one], router.id))  # the first interface settled  # noqa: B023 - polled within this iteration
             started = time.monotonic()
             central.network.add_interface_to_router(router.id, subnet=sub_b.id)
-            wait(lambda: sub_b.cidr in half_routes(admin[one], router.id)
-                 and sub_a.cidr in half_routes(admin[two], router.id))
+            wait(lambda: sub_b.cidr in half_routes(admin[one], router.id)  # noqa: B023 - polled within this iteration
+                 and sub_a.cidr in half_routes(admin[two], router.id))  # noqa: B023 - polled within this iteration
             routes.append(time.monotonic() - started)
 
             fip = central.network.create_ip(floating_network_id=ext.id)
             started = time.monotonic()
             central.network.update_ip(fip, port_id=server_port.id)
-            wait(lambda: any(f.port_id == server_port.id
-                             for f in admin[two].network.ips(floating_ip_address=fip.floating_ip_address)))
+            wait(lambda: any(f.port_id == server_port.id  # noqa: B023 - polled within this iteration
+                             for f in admin[two].network.ips(floating_ip_address=fip.floating_ip_address)))  # noqa: B023 - polled within this iteration
             fips.append(time.monotonic() - started)
             if layout.dataplane:
-                wait(lambda: central.network.get_ip(fip.id).status == "ACTIVE")
+                wait(lambda: central.network.get_ip(fip.id).status == "ACTIVE")  # noqa: B023 - polled within this iteration
                 active.append(time.monotonic() - started)
             central.network.delete_ip(fip)
             print(f"round {i + 1}: shadow {shadow[-1]:.1f} s, routes {routes[-1]:.1f} s, floating IP {fips[-1]:.1f} s"

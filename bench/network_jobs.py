@@ -47,11 +47,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from common import connect, pct
+
 from isthmus.network import binding_report
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 from isthmus.sandbox.nova import compute_host
@@ -123,7 +124,8 @@ def make_network(neutron, name: str, ports: int) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------------ access logs
-ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3}) \S+ "[^"]*" "(?P<agent>[^"]*)"')
+ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3}) \S+ '
+                         r'"[^"]*" "(?P<agent>[^"]*)"')
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,8 @@ class MadePort:
 def make_vm_port(neutrons: Neutrons, region: str, network_id: str, name: str, no_groups: bool = False) -> MadePort:
     neutron = neutrons(region)
     started = time.monotonic()
-    body = {"network_id": network_id, "name": name, "device_owner": VM_OWNER, "device_id": str(uuid.uuid4())}
+    body: dict[str, Any] = {"network_id": network_id, "name": name, "device_owner": VM_OWNER,
+                            "device_id": str(uuid.uuid4())}
     if no_groups:
         body["security_groups"] = []  # no default group: no remote-member rules to keep
     port = call(neutron, "POST", "/ports", body={"port": body})["port"]
@@ -368,7 +371,7 @@ def seconds_to_next_resync(store) -> float:
         return float("inf")
     if isinstance(due, str):
         due = datetime.fromisoformat(due)
-    return (due.replace(tzinfo=timezone.utc) - datetime.now(timezone.utc)).total_seconds()
+    return (due.replace(tzinfo=UTC) - datetime.now(UTC)).total_seconds()
 
 
 def count_runs(requests: list[Request], job_path: str) -> int:
@@ -386,7 +389,8 @@ def check_reports(neutrons: Neutrons, network_id: str, made: list[MadePort]) -> 
     wrong = []
     for port in made:
         seen = by_id.get(port.id)
-        if seen is None or seen.get("binding:host_id") != compute_host(port.region) or (binding_report(seen) or {}).get("region") != port.region:
+        if (seen is None or seen.get("binding:host_id") != compute_host(port.region)
+                or (binding_report(seen) or {}).get("region") != port.region):
             wrong.append(f"{port.id} ({port.region}): {json.dumps(seen)[:200]}")
     return wrong
 
@@ -551,14 +555,15 @@ def cleanup(layout: Layout, neutrons: Neutrons, store, created: Created, workers
     started = time.monotonic()
     errors = delete_all(lambda p: neutrons(CENTRAL_REGION), created.central_ports, workers)
     errors += delete_all(lambda p: neutrons(p.region), created.regional_ports, workers)
-    say(f"  ports deleted in {time.monotonic() - started:.1f}s ({len(errors)} errors{': ' + errors[0] if errors else ''})")
+    say(f"  ports deleted in {time.monotonic() - started:.1f}s "
+        f"({len(errors)} errors{': ' + errors[0] if errors else ''})")
     clean = not errors
     for network in created.central_networks:
         clean &= delete_network(neutrons(CENTRAL_REGION), network, timeout)
     for region, network in created.regional_networks.items():
         clean &= delete_network(neutrons(region), network, timeout)
     for network in created.central_networks:
-        left = wait_until(lambda: region_leftovers(neutrons, layout.regions, network), timeout,
+        left = wait_until(lambda: region_leftovers(neutrons, layout.regions, network), timeout,  # noqa: B023 - polled within this iteration
                           f"copies of {network} left")
         clean &= not any(left.values())
     if created.groups:
@@ -603,9 +608,10 @@ def convergence(made: list[MadePort], watcher: ShadowWatcher, regions: tuple[str
     first_latency, all_latency = [], []
     for port in made:
         times = [watcher.first_seen[r].get(port.id) for r in regions if r != port.region]
-        if times and all(t is not None for t in times):
-            first_latency.append(min(times) - port.bound_at)
-            all_latency.append(max(times) - port.bound_at)
+        known = [t for t in times if t is not None]
+        if times and len(known) == len(times):
+            first_latency.append(min(known) - port.bound_at)
+            all_latency.append(max(known) - port.bound_at)
     return Convergence(converged, expected, last_shadow - max(p.bound_at for p in made),
                        last_shadow - min(p.bound_at for p in made), first_latency, all_latency,
                        watcher.missing(expected))
@@ -646,7 +652,8 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
                       poll: float, requests: Counter[str] | None = None, events: int = 0) -> None:
     shadows = sum(len(v) for v in conv.expected.values())
     rate = shadows / conv.span_s if conv.span_s > 0 else float("nan")
-    print(f"\n2. job convergence ({'converged' if conv.converged else 'NOT CONVERGED'}; shadows polled every {poll:g}s)")
+    print(f"\n2. job convergence ({'converged' if conv.converged else 'NOT CONVERGED'}; "
+          f"shadows polled every {poll:g}s)")
     print("   shadows wanted per region: " + ", ".join(f"{r} {len(v)}" for r, v in conv.expected.items())
           + ("" if not any(conv.missing.values()) else f"; MISSING {conv.missing}"))
     print(f"{'':44} {'value':>10} {'x base':>7}")
@@ -675,7 +682,8 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
               + ", ".join(f"{kind} {n / events:.2f}" for kind, n in sorted(requests.items()))
               + f" ({events} events; port_sync and sg_member_sync per event must not grow with the ports)")
     print(f"   FAIL jobs in the Isthmus DB (all keys): {fails}; "
-          f"remote members admitted per region (address-group addresses): {', '.join(f'{r} {n}' for r, n in rules.items())}")
+          "remote members admitted per region (address-group addresses): "
+          f"{', '.join(f'{r} {n}' for r, n in rules.items())}")
 
 
 def print_fan_out(results: list[FanOut], regions: tuple[str, ...], calls: int) -> None:
@@ -697,7 +705,8 @@ def server_errors(layout: Layout, start: dict[str, int]) -> list[str]:
     for region, log in neutron_logs(layout).items():
         for request in log.since(start[region]):
             if request.status >= 500:
-                found.append(f"{region}: {request.method} {request.path[:90]} -> {request.status} ({request.agent[:20]})")
+                found.append(f"{region}: {request.method} {request.path[:90]} -> {request.status} "
+                             f"({request.agent[:20]})")
     return found
 
 
@@ -738,7 +747,7 @@ def main() -> int:
             created.regional_networks[region], _ = make_network(neutrons(region), f"{tag}-own", baseline_ports)
         say(f"baseline: {baseline_ports} ports on region-only networks")
         before = marks(logs)
-        base = make_ports(neutrons, round_robin(regions, baseline_ports, created.regional_networks.get),
+        base = make_ports(neutrons, round_robin(regions, baseline_ports, lambda r: created.regional_networks[r]),
                           args.workers, "baseline", tag, created.regional_ports, args.no_security_groups)
         base.central_requests = sum(1 for r in logs[CENTRAL_REGION].since(before[CENTRAL_REGION])
                                     if r.agent.startswith(LOCAL_AGENT))

@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 
 from common import connect, pct
+
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 
@@ -77,7 +78,8 @@ def main() -> None:
     print(f"{'boot (RegionOne)':42} {'p50 s':>7} {'p95 s':>7} {'x base':>7}")
     for name, values in (("region-only network (baseline)", local), ("central network, first boot (copy)", first),
                          ("central network, next boot", second)):
-        print(f"{name:42} {statistics.median(values):7.2f} {pct(values, .95):7.2f} {statistics.median(values) / base:7.2f}")
+        print(f"{name:42} {statistics.median(values):7.2f} {pct(values, .95):7.2f} "
+              f"{statistics.median(values) / base:7.2f}")
     print(f"\n{'port bound in RegionOne -> shadow in RegionTwo':48} p50 {statistics.median(shadow):.2f}s  "
           f"p95 {pct(shadow, .95):.2f}s  (n={len(shadow)})")
     print(f"\nregional Neutron requests during 20 central port lists: {fan_out} (want 0)")
@@ -94,7 +96,7 @@ def central_list_fan_out(layout: Layout, central, network_id: str) -> int:
     for _ in range(20):
         list(central.network.ports(network_id=network_id))
     time.sleep(1)
-    return sum(p.read_text(errors="replace").count('"GET /v2.0/') - b for p, b in zip(logs, before))
+    return sum(p.read_text(errors="replace").count('"GET /v2.0/') - b for p, b in zip(logs, before, strict=True))
 
 
 def cleanup(layout: Layout, tag: str, made, central, r1) -> None:

@@ -24,7 +24,7 @@ def missing() -> str | None:
         if not (os.path.exists(path) or shutil.which(path)):
             return f"{path} not installed (apt-get install chromium chromium-driver; tools/setup.sh does as root)"
     try:
-        import selenium  # noqa: F401
+        import selenium  # noqa: F401 - only whether it is installed
     except ImportError:
         return "selenium not installed (pip install -c constraints.txt '.[test]')"
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 # as the ``http`` package's attribute either way, hence ``from http.server import``
 # in product code). A real-thread HTTP server built from the green copy hangs in
 # eventlet's hub on shutdown: the CCM health tests did, for CI's whole budget.
-import http.server  # noqa: F401
+import http.server  # noqa: F401 - imported first on purpose, see above
 import os
 from collections.abc import Iterator
 from pathlib import Path

@@ -21,9 +21,10 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,48 +54,42 @@ def _refuse(what: str) -> UnitTierViolation:
         "'component') - the unit tier has no sockets, processes or servers (tests/tiers.py)")
 
 
+def _network(sock: socket.socket) -> bool:
+    return sock.family in (socket.AF_INET, socket.AF_INET6)
+
+
+def _guarded(real: Callable[..., Any], verb: str) -> Callable[..., Any]:
+    def call(sock: socket.socket, address: Any) -> Any:
+        if _network(sock):
+            raise _refuse(f"{verb} {address!r}")
+        return real(sock, address)
+    return call
+
+
+def _refused(what: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        raise _refuse(what)
+    return call
+
+
 @contextmanager
 def unit_guard() -> Iterator[None]:
     """Refuse network sockets and child processes while a unit test runs."""
-    real_connect, real_connect_ex, real_bind = socket.socket.connect, socket.socket.connect_ex, socket.socket.bind
-    real_popen_init, real_fork = subprocess.Popen.__init__, os.fork
-
-    def network(sock: socket.socket) -> bool:
-        return sock.family in (socket.AF_INET, socket.AF_INET6)
-
-    def connect(self: socket.socket, address):  # type: ignore[no-untyped-def]
-        if network(self):
-            raise _refuse(f"connected to {address!r}")
-        return real_connect(self, address)
-
-    def connect_ex(self: socket.socket, address):  # type: ignore[no-untyped-def]
-        if network(self):
-            raise _refuse(f"connected to {address!r}")
-        return real_connect_ex(self, address)
-
-    def bind(self: socket.socket, address):  # type: ignore[no-untyped-def]
-        if network(self):
-            raise _refuse(f"listened on {address!r}")
-        return real_bind(self, address)
-
-    def popen_init(self, args, *rest, **kwargs):  # type: ignore[no-untyped-def]
-        raise _refuse(f"started a process: {args!r}")
-
-    def fork():  # type: ignore[no-untyped-def]
-        raise _refuse("forked")
-
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
-    socket.socket.bind = bind  # type: ignore[method-assign]
-    subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
-    os.fork = fork
+    patches: list[tuple[object, str, Callable[..., Any]]] = [
+        (socket.socket, "connect", _guarded(socket.socket.connect, "connected to")),
+        (socket.socket, "connect_ex", _guarded(socket.socket.connect_ex, "connected to")),
+        (socket.socket, "bind", _guarded(socket.socket.bind, "listened on")),
+        (subprocess.Popen, "__init__", _refused("started a process")),
+        (os, "fork", _refused("forked")),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    for owner, name, replacement in patches:
+        setattr(owner, name, replacement)
     try:
         yield
     finally:
-        socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex  # type: ignore[method-assign]
-        socket.socket.bind = real_bind  # type: ignore[method-assign]
-        subprocess.Popen.__init__ = real_popen_init  # type: ignore[method-assign]
-        os.fork = real_fork
+        for owner, name, real in saved:
+            setattr(owner, name, real)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

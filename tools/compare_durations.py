@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 
 @dataclass(frozen=True)
@@ -56,14 +58,15 @@ def totals(cases: dict[str, Case]) -> dict[str, float]:
     return result
 
 
-def _table(rows: list[tuple[str, ...]], out) -> None:
+def _table(rows: Sequence[tuple[str, ...]], out: TextIO) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
         out.write("  ".join(cells).rstrip() + "\n")
 
 
-def compare(before: dict[str, Case], after: dict[str, Case], top: int, min_seconds: float, out=sys.stdout) -> int:
+def compare(before: dict[str, Case], after: dict[str, Case], top: int, min_seconds: float,
+            out: TextIO = sys.stdout) -> int:
     """Print the comparison; returns how many tests slowed by at least ``min_seconds`` and 50 %."""
     out.write("Total seconds per report (test time summed; parallel runs take less wall time)\n")
     tb, ta = totals(before), totals(after)

@@ -54,10 +54,10 @@ from oslo_context import context as oslo_context
 from oslo_policy import policy as oslo_policy
 
 from isthmus import jobs, registry
-from isthmus.registry.bindings import Bindings
 from isthmus.admin import faults
 from isthmus.admin.faults import ApiError, BadRequest, Forbidden, NotFound
 from isthmus.admin.policy import ADMIN_API, BINDINGS_ALL_PROJECTS, JOBS_ALL_PROJECTS, ROUTINGS_ALL_PROJECTS
+from isthmus.registry.bindings import Bindings
 
 LOG = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ class AdminApi:
         body = _body(req, "pod")
         _known_fields(body, POD_FIELDS, "pod")
         pod = self.registry.create_pod(
-            body.get("region_name"), **{k: body[k] for k in POD_FIELDS[1:] if k in body})  # type: ignore[arg-type]
+            body.get("region_name"), **{k: body[k] for k in POD_FIELDS[1:] if k in body})
         LOG.info("pod %s created: region %s, az %r", pod.pod_id, pod.region_name, pod.az_name)
         return 200, {"pod": pod.to_dict()}
 

@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         engine.dispose()
 
-    class Server(BaseApplication):  # type: ignore[misc]
+    class Server(BaseApplication):
         def load_config(self) -> None:
             self.cfg.set("bind", f"{conf.bind_host}:{conf.bind_port}")
             self.cfg.set("workers", conf.api_workers)

@@ -14,13 +14,14 @@ Metric names are listed in docs/ccm.md.
 
 from __future__ import annotations
 
-# Names from the module in sys.modules, not the ``http`` package's attribute, which
-# eventlet's green re-import replaces where Neutron is imported too (the test suite).
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+# Names from the module in sys.modules, not the ``http`` package's attribute, which
+# eventlet's green re-import replaces where Neutron is imported too (the test suite).
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -113,7 +114,7 @@ class Metrics:
         self.queue_depth.set_function(lambda: float(queue_depth()))
         self.nodes_cached.set_function(lambda: float(nodes_cached()))
         self.leader.set_function(lambda: 1.0 if leader() else 0.0)
-        self.registry.register(_BreakerCollector(paused))  # type: ignore[arg-type]
+        self.registry.register(_BreakerCollector(paused))
 
     def bind_services(self, queue_depth: Callable[[], int], cached: Callable[[], int]) -> None:
         """The service controller's gauges, read at scrape time."""

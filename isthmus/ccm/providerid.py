@@ -48,7 +48,7 @@ def regional_enabled(environ: Mapping[str, str] | None = None) -> bool:
     return (os.environ if environ is None else environ).get(REGIONAL_ENV) == "true"
 
 
-def format(instance_id: str, region: str = "", regional: bool | None = None) -> str:  # noqa: A001
+def format(instance_id: str, region: str = "", regional: bool | None = None) -> str:  # noqa: A001 - the module is used as providerid.format
     """``openstack:///ID``, or ``openstack://REGION/ID`` in regional mode.
 
     ``region`` is where the server was found; ``regional`` defaults to the

@@ -76,7 +76,7 @@ def run_current(args: argparse.Namespace) -> int:
 
     try:
         state = migration.inspect(_engine(args))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - one line whatever failed
         return _fail(str(exc))
     print(f"current: {state.current or '-'}\nhead: {state.head}\nstatus: {state.status}")
     return 0
@@ -91,7 +91,7 @@ def run_check(args: argparse.Namespace) -> int:
         if not state.usable:
             return _fail(f"the Isthmus database {state.describe()}: run '{migration.UPGRADE_COMMAND}'")
         differences = migration.drift(engine) if state.status is migration.SchemaStatus.CURRENT else []
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - one line whatever failed
         return _fail(str(exc))
     if differences:
         return _fail(f"the Isthmus database is at {state.current} but differs from the code: {differences[0]}"

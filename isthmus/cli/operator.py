@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import cast
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,11 +88,13 @@ def run_ensure_pods(args: argparse.Namespace) -> int:
 
 def run_register_endpoint(args: argparse.Namespace) -> int:
     import openstack
+    from openstack.identity.v3 import _proxy as identity_v3
 
     conn = openstack.connect(auth_url=os.environ["OS_AUTH_URL"], username=os.environ.get("OS_USERNAME", "admin"),
                              password=os.environ["OS_PASSWORD"], project_name="admin", user_domain_name="Default",
                              project_domain_name="Default", region_name=os.environ.get("OS_REGION_NAME"))
-    ident = conn.identity
+    # The SDK types it as the v2 or the v3 proxy; Keystone has served only v3 for years.
+    ident = cast(identity_v3.Proxy, conn.identity)
     if not ident.find_region(args.region) and not args.delete:
         ident.create_region(id=args.region)
     service = ident.find_service(args.service_name, ignore_missing=True)

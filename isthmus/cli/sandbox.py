@@ -97,7 +97,8 @@ def _loaded(args):
 
     layout = Layout.load(args.state_dir)
     if layout is None:
-        raise ValueError(f"no sandbox in {args.state_dir.resolve()} (run: isthmus sandbox up --state-dir {args.state_dir})")
+        raise ValueError(f"no sandbox in {args.state_dir.resolve()} "
+                         f"(run: isthmus sandbox up --state-dir {args.state_dir})")
     return layout
 
 

@@ -10,9 +10,11 @@ Every request is bounded by ``timeout`` and first runs the caller's
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+import requests
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 
@@ -44,6 +46,9 @@ def singular(collection: str) -> str:
 
 DEFAULT_TIMEOUT = 10.0
 
+# A Neutron object or request body, as JSON.
+Body = dict[str, Any]
+
 
 class NeutronClient:
     """``timeout`` bounds each HTTP attempt (keystoneauth's own default is none:
@@ -58,8 +63,8 @@ class NeutronClient:
         self.timeout = timeout
         self.breaker = breaker or Breaker()
 
-    def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None,
-             headers: dict | None = None) -> dict | None:
+    def call(self, method: str, path: str, body: Body | None = None, params: dict[str, Any] | None = None,
+             headers: dict[str, str] | None = None) -> Body | None:
         """The response body; None for a 404 naming a missing object."""
         resp = self._send(method, path, body, params, headers)
         if resp.status_code == 404:
@@ -67,7 +72,7 @@ class NeutronClient:
             return None
         return self._body(resp)
 
-    def _raise_if_not_served(self, resp, path: str) -> None:
+    def _raise_if_not_served(self, resp: requests.Response, path: str) -> None:
         """A 404 for the URL itself is no answer about any object: the API is not
         served there (an extension not loaded, a server still loading its
         plugins after a restart). Neutron says which: ``<Resource>NotFound`` for
@@ -80,7 +85,8 @@ class NeutronClient:
         if kind in (None, "HTTPNotFound"):
             raise Unavailable(f"{self.region} Neutron does not serve {path.split('?')[0]} (404: {_message(resp)})")
 
-    def _send(self, method: str, path: str, body: dict | None, params: dict | None, headers: dict | None = None):
+    def _send(self, method: str, path: str, body: Body | None, params: dict[str, Any] | None,
+              headers: dict[str, str] | None = None) -> requests.Response:
         callguard.check()  # e.g. a job whose lease was lost stops here, before touching a region
         wait = self.breaker.admit()
         if wait:
@@ -97,25 +103,29 @@ class NeutronClient:
         self.breaker.succeeded()
         return resp
 
-    def _body(self, resp) -> dict:
+    def _body(self, resp: requests.Response) -> Body:
         if resp.status_code >= 500:
             raise Unavailable(f"{self.region} Neutron answered {resp.status_code}: {resp.text[:300]}")
         if resp.status_code >= 400:
             raise Rejected(resp.status_code, f"{self.region} Neutron: {_message(resp)}")
-        return resp.json() if resp.content else {}
+        body: Body = resp.json() if resp.content else {}
+        return body
 
-    def get(self, collection: str, obj_id: str) -> dict | None:
+    def get(self, collection: str, obj_id: str) -> Body | None:
         member = _member(collection, obj_id)
         body = self.call("GET", member) if member else None
         # A body without the object (a list, a version document) means the URL
         # reached something else: no object has that id.
-        return body.get(singular(collection)) if isinstance(body, dict) else None
+        if not isinstance(body, dict):
+            return None
+        found: Body | None = body.get(singular(collection))
+        return found
 
-    def list(self, collection: str, **filters: Any) -> list[dict]:
+    def list(self, collection: str, **filters: Any) -> list[Body]:
         """Every item, whatever ``pagination_max_limit`` the server has: a
         truncated list would make reconcilers delete what they did not see, so
         a list that cannot be completed raises :class:`Unavailable`."""
-        items: list[dict] = []
+        items: list[Body] = []
         params = dict(filters)
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
@@ -133,7 +143,7 @@ class NeutronClient:
             params = {**filters, **_next_page(links, params), "marker": marker}
         raise Unavailable(f"{self.region} Neutron: {collection} list longer than {MAX_PAGES} pages")
 
-    def _page(self, collection: str, params: dict, first: bool) -> tuple[list[dict], Any]:
+    def _page(self, collection: str, params: dict[str, Any], first: bool) -> tuple[builtins.list[Body], Any]:
         """One page's items and ``<collection>_links``."""
         key = _COLLECTION_KEYS.get(collection, collection)
         body = self.call("GET", collection, params=params)
@@ -142,16 +152,18 @@ class NeutronClient:
         body = body or {}
         return body.get(key, []), body.get(f"{key}_links")
 
-    def create(self, collection: str, obj: dict) -> dict:
+    def create(self, collection: str, obj: Body) -> Body:
         key = singular(collection)
-        return self._post(collection, key, obj)
+        created: Body = self._post(collection, key, obj)
+        return created
 
-    def create_many(self, collection: str, objs: list[dict]) -> list[dict]:
+    def create_many(self, collection: str, objs: builtins.list[Body]) -> builtins.list[Body]:
         """One bulk POST: Neutron creates all in one transaction, or none (a 409
         for any one of them refuses the lot)."""
         if not objs:
             return []
-        return self._post(collection, _COLLECTION_KEYS.get(collection, collection), objs)
+        created: builtins.list[Body] = self._post(collection, _COLLECTION_KEYS.get(collection, collection), objs)
+        return created
 
     def _post(self, collection: str, key: str, payload: Any) -> Any:
         resp = self._send("POST", collection, {key: payload}, None)
@@ -160,7 +172,7 @@ class NeutronClient:
             raise Rejected(404, f"{self.region} Neutron: {_message(resp)}")
         return self._body(resp)[key]
 
-    def update(self, collection: str, obj_id: str, changes: dict, if_revision: int | None = None) -> dict | None:
+    def update(self, collection: str, obj_id: str, changes: Body, if_revision: int | None = None) -> Body | None:
         """``if_revision``: only if the object is still at that revision_number
         (Neutron answers 412, raised as Rejected, when it changed meanwhile)."""
         key = singular(collection)
@@ -169,9 +181,10 @@ class NeutronClient:
         if member is None:
             return None
         body = self.call("PUT", member, {key: changes}, headers=headers)
-        return body[key] if body else None
+        updated: Body | None = body[key] if body else None
+        return updated
 
-    def action(self, collection: str, obj_id: str, action: str, request: dict) -> dict | None:
+    def action(self, collection: str, obj_id: str, action: str, request: Body) -> Body | None:
         """A member action (``PUT <collection>/<id>/<action>``) with its body as
         given (an address group's ``add_addresses`` takes ``{"addresses": [...]}``,
         not wrapped); the updated object, None for a 404."""
@@ -179,7 +192,8 @@ class NeutronClient:
         if member is None:
             return None
         body = self.call("PUT", f"{member}/{action}", request)
-        return body.get(singular(collection), body) if body is not None else None
+        updated: Body | None = body.get(singular(collection), body) if body is not None else None
+        return updated
 
     def delete(self, collection: str, obj_id: str) -> bool:
         """True if deleted, False if it was already gone."""
@@ -204,7 +218,8 @@ def _member(collection: str, obj_id: Any) -> str | None:
 def _next_link(links: Any) -> str | None:
     for link in links or []:
         if isinstance(link, dict) and link.get("rel") == "next" and link.get("href"):
-            return link["href"]
+            href: str = link["href"]
+            return href
     return None
 
 
@@ -215,7 +230,7 @@ def _page_size(limit: Any) -> int | None:
         return None
 
 
-def _next_marker(links: Any, page: list[dict], page_size: int | None) -> str | None:
+def _next_marker(links: Any, page: list[Body], page_size: int | None) -> str | None:
     """The marker of the next page; None when this page was the last.
 
     Neutron links a next page whenever a page is full (so a list ending exactly
@@ -237,7 +252,7 @@ def _next_marker(links: Any, page: list[dict], page_size: int | None) -> str | N
     return str(last)
 
 
-def _next_page(links: Any, params: dict) -> dict:
+def _next_page(links: Any, params: dict[str, Any]) -> dict[str, Any]:
     """The page size to ask next: the next link's ``limit``, else the one asked."""
     href = _next_link(links)
     limit = parse_qs(urlsplit(href).query).get("limit") if href else None
@@ -246,8 +261,9 @@ def _next_page(links: Any, params: dict) -> dict:
     return {"limit": params["limit"]} if "limit" in params else {}
 
 
-def _message(resp) -> str:
+def _message(resp: requests.Response) -> str:
     try:
-        return resp.json()["NeutronError"]["message"]
+        message: str = resp.json()["NeutronError"]["message"]
+        return message
     except (ValueError, KeyError, TypeError):
         return resp.text[:300]

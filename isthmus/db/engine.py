@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -41,10 +41,11 @@ def _sqlite_engine(url: str, busy_timeout: float, echo: bool) -> Engine:
     engine = sa.create_engine(url, echo=echo, connect_args={"timeout": busy_timeout})
     # Tells process-wide SQLite tweaks (the sandbox's, for OpenStack services) to
     # leave this engine's BEGIN to us.
+    # An attribute of our own on SQLAlchemy's Engine, which does not declare it.
     engine.isthmus_begins_itself = True  # type: ignore[attr-defined]
 
     @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:  # the DB-API connection (sqlite3's)
         # Let us emit BEGIN ourselves (pysqlite's implicit BEGIN is always deferred).
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()

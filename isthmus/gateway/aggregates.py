@@ -108,7 +108,7 @@ class Aggregates:
                                                                   timeout=self.gateway.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         items: list[dict] = []
-        for region, reply in zip(regions, replies):
+        for region, reply in zip(regions, replies, strict=True):
             if isinstance(reply, BaseException) or reply.status != 200:
                 LOG.warning("%s: aggregates of %s skipped (%s)", call.request_id, region,
                             getattr(reply, "status", reply))

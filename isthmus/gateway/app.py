@@ -18,8 +18,18 @@ from aiohttp import web
 from isthmus.gateway import faults, metrics, microversion
 from isthmus.gateway.apis import COMPUTE, VOLUME, Api
 from isthmus.gateway.auth import Unauthorized
-from isthmus.gateway.call import (REQUEST_ID, BeforeCreate, Call, Handler, Hook, RewriteCreate, Settings, match_api,
-                                  read_body, split_project)
+from isthmus.gateway.call import (
+    REQUEST_ID,
+    BeforeCreate,
+    Call,
+    Handler,
+    Hook,
+    RewriteCreate,
+    Settings,
+    match_api,
+    read_body,
+    split_project,
+)
 from isthmus.gateway.catalog import Catalog
 from isthmus.gateway.creates import Creates
 from isthmus.gateway.events import external_events

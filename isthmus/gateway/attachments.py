@@ -115,7 +115,7 @@ class Attachments:
                                                                   timeout=self.gateway.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         down = []
-        for region, reply in zip(regions, replies):
+        for region, reply in zip(regions, replies, strict=True):
             if isinstance(reply, BaseException):
                 down.append(region)
             elif reply.status == 200:
@@ -131,7 +131,7 @@ class Attachments:
                                                                   timeout=self.gateway.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         items: list[dict] = []
-        for region, reply in zip(regions, replies):
+        for region, reply in zip(regions, replies, strict=True):
             if isinstance(reply, BaseException) or reply.status >= 500:
                 LOG.warning("%s: attachments of %s skipped (unavailable)", call.request_id, region)
                 if self.gateway.settings.strict_lists:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from isthmus.gateway.pools import BoundedPool
 
@@ -41,7 +42,7 @@ class KeystoneValidator:
         self._pool = BoundedPool(16, "gateway-token")  # never starved by slow work (pools.py)
 
     def validate_sync(self, headers: Mapping[str, str]) -> Identity:
-        environ = {
+        environ: dict[str, Any] = {
             "REQUEST_METHOD": "GET", "PATH_INFO": "/", "SCRIPT_NAME": "", "QUERY_STRING": "",
             "SERVER_NAME": "isthmus-gateway", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
             "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(b""), "wsgi.errors": io.StringIO(),

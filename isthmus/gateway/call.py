@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -73,8 +73,15 @@ class Call:
 
 # A global-object write hook: run after a successful write at the master.
 Hook = Callable[[Call, str, Reply], Awaitable[None]]
-# A check run before a create is forwarded: (call, spec, region, the object's body).
-BeforeCreate = Callable[[Call, Routed, str, dict], Awaitable[None]]
+class Settle(Protocol):
+    """What a before-create check may hand back: told whether the create happened."""
+
+    async def settle(self, created: bool) -> None: ...
+
+
+# A check run before a create is forwarded: (call, spec, region, the object's body);
+# it may return a ticket to settle once the outcome is known.
+BeforeCreate = Callable[[Call, Routed, str, dict], Awaitable[Settle | None]]
 # Rewrites a create's body for the chosen region (e.g. a server group hint): body in, body out.
 RewriteCreate = Callable[[Call, Routed, str, bytes], Awaitable[bytes]]
 Handler = Callable[[Call], Awaitable[web.StreamResponse]]

@@ -70,7 +70,8 @@ def load(argv: Sequence[str] | None = None, *, default_files: Sequence[str] | No
     conf = cfg.ConfigOpts()
     register_opts(conf)
     conf.register_cli_opts(cli_opts)
-    conf(list(argv or []), project="isthmus", prog="isthmus-gateway", default_config_files=default_files)
+    conf(list(argv or []), project="isthmus", prog="isthmus-gateway",
+         default_config_files=list(default_files) if default_files is not None else None)
     return conf
 
 

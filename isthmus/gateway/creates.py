@@ -10,14 +10,14 @@ import logging
 import re
 import time
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
 from multidict import CIMultiDict
 
 from isthmus.gateway.apis import Routed
-from isthmus.gateway.call import BeforeCreate, Call, RewriteCreate, Settings
+from isthmus.gateway.call import BeforeCreate, Call, RewriteCreate, Settings, Settle
 from isthmus.gateway.faults import Fault
 from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.idempotency import ClaimState, CreateLedger, StoredReply, create_key, kept_headers, scrub
@@ -30,10 +30,6 @@ LOG = logging.getLogger(__name__)
 _CLOCK_SLACK = timedelta(seconds=10)
 # A reply body's fields a replayed (recovered) server create shows, as Nova's 202 does.
 _SERVER_CREATE_FIELDS = ("id", "links", "OS-DCF:diskConfig", "security_groups")
-
-
-class Settle(Protocol):
-    async def settle(self, created: bool) -> None: ...
 
 
 class NotHeard(Exception):
@@ -106,11 +102,11 @@ class Creates:
                 body = json.dumps(doc).encode()
             return obj, body, region
         volume_id = obj.get(spec.volume_field)
-        region = await self.router.region_of("volume", str(volume_id)) if volume_id else None
-        if region is None:
+        routed = await self.router.region_of("volume", str(volume_id)) if volume_id else None
+        if routed is None:
             raise Fault(404 if volume_id else 400,
                         f"Volume {volume_id} could not be found." if volume_id else f"{spec.volume_field} is required.")
-        return obj, body, region
+        return obj, body, routed
 
     async def _sole_zone(self, call: Call, region: str) -> str:
         """The region's only user-visible AZ ("" if it has several or cannot say),
@@ -172,7 +168,7 @@ class Creates:
             try:
                 await self.router.record(spec.kind, resource_id, region, call.identity.project_id)
                 return
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - retried; after three failures the create is undone below
                 LOG.warning("%s: recording %s %s (attempt %d): %s", call.request_id, spec.kind, resource_id,
                             attempt + 1, err)
                 await asyncio.sleep(0.2 * (attempt + 1))
@@ -264,9 +260,11 @@ class Creates:
                              "retry later.")
         items = [i for i in (reply.json() or {}).get(spec.list_key) or []
                  if isinstance(i, dict) and (name is None or i.get("name") == name)
-                 and _created_at(i) is not None and _created_at(i) >= since]
+                 and (created := _created_at(i)) is not None and created >= since]
         items.sort(key=lambda i: (_created_at(i), i.get("id", "")))
-        claimed = await self.background.run(self.ledger.claimed_ids, [i["id"] for i in items])
+        ledger = self.ledger
+        assert ledger is not None  # only creates with a ledger look for an unheard one
+        claimed = await self.background.run(ledger.claimed_ids, [i["id"] for i in items])
         return next((i for i in items if i["id"] not in claimed), None)
 
 
@@ -285,7 +283,7 @@ def _created_reply(spec: Routed, item: dict) -> Reply:
     obj: dict[str, Any] = ({k: item[k] for k in _SERVER_CREATE_FIELDS if k in item}
                            if spec.kind == "server" else item)
     headers: CIMultiDict[str] = CIMultiDict({"Content-Type": "application/json"})
-    self_link = next((l.get("href") for l in item.get("links") or [] if l.get("rel") == "self"), None)
+    self_link = next((link.get("href") for link in item.get("links") or [] if link.get("rel") == "self"), None)
     if spec.kind == "server" and self_link:
         headers["Location"] = self_link
     return Reply(202, headers, json.dumps({spec.singular: obj}).encode())

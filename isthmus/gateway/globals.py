@@ -16,8 +16,15 @@ from urllib.parse import parse_qs
 from isthmus.gateway import images
 from isthmus.gateway.faults import Fault
 from isthmus.gateway.quotas import QuotaGuard, Reservations
-from isthmus.gateway.sync import (FLAVOR_SYNC, KEYPAIR_SYNC, QUOTA_SYNC, VOLUME_TYPE_SYNC, Regions, sync_flavor,
-                                  sync_volume_type)
+from isthmus.gateway.sync import (
+    FLAVOR_SYNC,
+    KEYPAIR_SYNC,
+    QUOTA_SYNC,
+    VOLUME_TYPE_SYNC,
+    Regions,
+    sync_flavor,
+    sync_volume_type,
+)
 from isthmus.jobs import JobContext, JobStore
 
 LOG = logging.getLogger(__name__)
@@ -29,7 +36,8 @@ def install(gateway, conf, engine, session) -> None:
 
     def enqueue(job_type: str, resource_id: str, project_id: str | None, payload: dict | None = None):
         async def run() -> None:
-            await gateway.background.run(store.enqueue, job_type, resource_id, project_id=project_id, payload=payload or {})
+            await gateway.background.run(store.enqueue, job_type, resource_id, project_id=project_id,
+                                         payload=payload or {})
         return run()
 
     async def flavors(call, region, reply) -> None:
@@ -132,7 +140,7 @@ def install(gateway, conf, engine, session) -> None:
                                  {"master": master, "only": region, "inline": True}, 1)
                 try:
                     await gateway.background.run(sync_flavor, Regions.fixed(session, lambda: [master, region]), ctx)
-                except Exception as err:  # noqa: BLE001
+                except Exception as err:  # noqa: BLE001 - logged; Nova reports a missing flavor itself
                     LOG.warning("%s: syncing flavor %s to %s failed: %s", call.request_id, flavor, region, err)
             for image_id in images.image_refs(server):
                 if not images.is_image_id(image_id):

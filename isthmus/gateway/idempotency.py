@@ -16,7 +16,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -30,7 +30,7 @@ _KEPT_HEADERS = ("Location", "Content-Type")
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def create_key(project_id: str, api: str, kind: str, client_request_id: str, body: bytes) -> str:

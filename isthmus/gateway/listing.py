@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 Item = dict[str, Any]
@@ -77,7 +77,8 @@ def nova_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
     if len(dirs) > len(keys):
         raise InvalidSort("more sort_dir than sort_key parameters")
     dirs += ["desc"] * (len(keys) - len(dirs))
-    return _with_tiebreak([SortKey(NOVA_FIELDS.get(k, k), _desc(d), k) for k, d in zip(keys, dirs)], "uuid")
+    return _with_tiebreak([SortKey(NOVA_FIELDS.get(k, k), _desc(d), k) for k, d in zip(keys, dirs, strict=True)],
+                          "uuid")
 
 
 def cinder_sort(query: Mapping[str, Sequence[str]]) -> tuple[SortKey, ...]:
@@ -145,7 +146,7 @@ def _scalar(value: Any) -> tuple:
             try:
                 parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
                 if parsed.tzinfo is None:
-                    parsed = parsed.replace(tzinfo=timezone.utc)
+                    parsed = parsed.replace(tzinfo=UTC)
                 return (2, parsed.timestamp(), "")
             except ValueError:
                 pass
@@ -161,7 +162,7 @@ class _Reversed:
     def __init__(self, value: tuple) -> None:
         self.value = value
 
-    def __lt__(self, other: "_Reversed") -> bool:
+    def __lt__(self, other: _Reversed) -> bool:
         return other.value < self.value
 
     def __eq__(self, other: object) -> bool:

@@ -87,7 +87,8 @@ class MergedLists:
                     return [], False
                 data = reply.json() or {}
                 items = data.get(spec.list_key) or []
-                more = len(items) >= n or any(l.get("rel") == "next" for l in data.get(f"{spec.list_key}_links") or [])
+                more = len(items) >= n or any(link.get("rel") == "next"
+                                              for link in data.get(f"{spec.list_key}_links") or [])
                 return items, more
             return fetch
 
@@ -120,7 +121,8 @@ class MergedLists:
             if "limit" not in query:
                 next_pairs.append(("limit", str(limit)))
             next_pairs.append(("marker", last))
-            doc[f"{spec.list_key}_links"] = [{"rel": "next", "href": f"{call.base}{call.request.path}?{urlencode(next_pairs)}"}]
+            doc[f"{spec.list_key}_links"] = [{"rel": "next",
+                                              "href": f"{call.base}{call.request.path}?{urlencode(next_pairs)}"}]
         text = self.fwd.rewriter(call).text(json.dumps(doc))
         return web.Response(status=200, body=text.encode(), content_type="application/json")
 

@@ -90,7 +90,7 @@ class MemberCalls:
         results = await asyncio.gather(*(self.fwd.forward(call, r, "GET", call.rel, body=b"",
                                                           timeout=self.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
-        for region, result in zip(regions, results):
+        for region, result in zip(regions, results, strict=True):
             if isinstance(result, Reply) and result.status == 200:
                 return self.fwd.render(call, result, region, spec)
         if any(not isinstance(r, Reply) for r in results):
@@ -104,7 +104,7 @@ class MemberCalls:
                                                           timeout=self.settings.list_timeout, query="")
                                          for r in regions), return_exceptions=True)
         down = False
-        for region, result in zip(regions, results):
+        for region, result in zip(regions, results, strict=True):
             if isinstance(result, Reply) and result.status == 200:
                 self.router.adopt(spec.kind, [(resource_id, region, call.identity.project_id)])
                 return region

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -140,7 +139,7 @@ class Upstream:
         slots = self._slots.setdefault(f"{region} {urlsplit(url).netloc}", asyncio.Semaphore(self._per_region))
         try:
             await asyncio.wait_for(slots.acquire(), self._queue_wait)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             breaker.abandoned()
             metrics.observe_upstream(region, "unavailable", None)
             raise RegionUnavailable(region, f"{self._per_region} requests already in flight") from None
@@ -165,7 +164,7 @@ class Upstream:
             finally:
                 if not streaming:
                     resp.release()
-        except asyncio.TimeoutError as err:
+        except TimeoutError as err:
             breaker.failed(since=started)
             metrics.observe_upstream(region, "unavailable", None)
             raise RegionUnavailable(region, f"no answer within {timeout:g}s") from err

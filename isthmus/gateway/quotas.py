@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from aiohttp import web
@@ -49,7 +49,7 @@ _LIMIT_USAGE = ("totalInstancesUsed", "totalCoresUsed", "totalRAMUsed", "totalSe
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Reservations:
 class Ticket:
     """A reservation held by one create."""
 
-    guard: "QuotaGuard"
+    guard: QuotaGuard
     reservation_id: str
 
     async def settle(self, created: bool) -> None:
@@ -143,7 +143,7 @@ def usage_across_regions(regions, replies, watched, policy: str, scope: tuple[st
     ``last_known``: the healthy regions keep creating, and each region's own
     limits, propagated from the master, still hold), or refuses (``refuse``)."""
     used = dict.fromkeys(watched, 0)
-    for region, reply in zip(regions, replies):
+    for region, reply in zip(regions, replies, strict=True):
         key = (*scope, region)
         if isinstance(reply, BaseException) or reply.status != 200:
             if policy == "refuse":
@@ -152,7 +152,8 @@ def usage_across_regions(regions, replies, watched, policy: str, scope: tuple[st
             LOG.warning("quota of %s: %s did not answer; counting its last known usage %s", scope[1], region, counted)
         else:
             detail = (reply.json() or {}).get("quota_set") or {}
-            counted = {k: int((detail.get(k) or {}).get("in_use") or 0) + int((detail.get(k) or {}).get("reserved") or 0)
+            counted = {k: int((detail.get(k) or {}).get("in_use") or 0)
+                       + int((detail.get(k) or {}).get("reserved") or 0)
                        for k in watched}
             last_known[key] = counted
         for k in used:
@@ -257,7 +258,7 @@ class QuotaGuard:
         replies = await asyncio.gather(*(self.fwd.forward(call, r, "GET", call.rel, body=b"",
                                                           timeout=self.settings.list_timeout) for r in regions),
                                        return_exceptions=True)
-        by_region = dict(zip(regions, replies))
+        by_region = dict(zip(regions, replies, strict=True))
         base = by_region.get(master)
         if isinstance(base, BaseException) or base is None:
             raise Fault(503, "The master region is unavailable.")

@@ -14,9 +14,9 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from isthmus.gateway.faults import Fault
 from isthmus.registry import Conflict, NotFound, Pod, Registry, Routing
 from isthmus.registry.bindings import Bindings
-from isthmus.gateway.faults import Fault
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -141,7 +141,7 @@ class Router:
             try:
                 for resource_id, region, project in fresh:
                     await self.record(kind, resource_id, region, project)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a background task: logged, the routing is adopted again later
                 LOG.exception("adopting %d %s routings failed", len(fresh), kind)
 
         task = asyncio.get_running_loop().create_task(persist())

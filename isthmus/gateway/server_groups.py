@@ -131,7 +131,9 @@ class ServerGroups:
             return reply
         doc = reply.json()
         server = doc.get("server") if isinstance(doc, dict) else None
-        shown = server.get("server_groups") if isinstance(server, dict) else None
+        if not isinstance(server, dict):
+            return reply
+        shown = server.get("server_groups")
         if not isinstance(shown, list) or not shown:
             return reply
         server["server_groups"] = [await self._top_of(g) if isinstance(g, str) else g for g in shown]
@@ -173,7 +175,7 @@ class ServerGroups:
         doc = reply.json()
         groups = [g for g in doc.get("server_groups") or [] if isinstance(g, dict) and g.get("id")]
         extras = await asyncio.gather(*(self._copy_members(call, g["id"]) for g in groups))
-        for group, extra in zip(groups, extras):
+        for group, extra in zip(groups, extras, strict=True):
             merge_members(group, extra)
         return self._json(call, doc)
 
@@ -196,7 +198,7 @@ class ServerGroups:
     async def _copy_members(self, call, group_id: str) -> list[str]:
         """Members of the group's regional copies (a region that is down is skipped)."""
         members: list[str] = []
-        for region, found in (await self._members_by_region(call, group_id)).items():
+        for found in (await self._members_by_region(call, group_id)).values():
             members += found
         return members
 
@@ -214,7 +216,7 @@ class ServerGroups:
             return group_spec(reply.json()).members if reply.status == 200 else ()
 
         found = await asyncio.gather(*(one(r, c) for r, c in copies.items()))
-        return dict(zip(copies, found))
+        return dict(zip(copies, found, strict=True))
 
     def _json(self, call, doc: dict) -> web.Response:
         text = self.gateway.fwd.rewriter(call).text(json.dumps(doc))

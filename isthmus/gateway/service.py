@@ -14,13 +14,13 @@ from isthmus.gateway import config
 def build(conf):
     """The Gateway object for a parsed configuration (no I/O until served)."""
     from isthmus.db import make_engine
+    from isthmus.db.migration import require_current
     from isthmus.gateway.app import Gateway, Settings
     from isthmus.gateway.auth import KeystoneValidator
     from isthmus.gateway.catalog import Catalog, keystone_loader
     from isthmus.gateway.idempotency import CreateLedger
     from isthmus.gateway.proxy import Upstream
     from isthmus.gateway.routing import Router
-    from isthmus.db.migration import require_current
     from isthmus.registry import Registry
 
     g = conf.gateway

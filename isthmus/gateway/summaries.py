@@ -46,7 +46,7 @@ async def volume_summary(call: Call, settings: Settings, router: Router, fwd: Fo
                                      for r in regions), return_exceptions=True)
     answered: list[Reply] = []
     down: list[str] = []
-    for region, reply in zip(regions, replies):
+    for region, reply in zip(regions, replies, strict=True):
         if isinstance(reply, Fault) or (isinstance(reply, Reply) and reply.status >= 500):
             down.append(region)
         elif isinstance(reply, BaseException):

@@ -10,14 +10,21 @@ The master region travels in each job's payload, so worker and gateway agree.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1.session import Session
 from oslo_config import cfg
 
 from isthmus.jobs import HandlerRegistry, JobContext, PermanentFailure, RetryLater
+
+if TYPE_CHECKING:
+    from isthmus.registry import Registry
 
 LOG = logging.getLogger(__name__)
 
@@ -33,17 +40,27 @@ FLAVOR_FIELDS = ("name", "ram", "vcpus", "disk", "OS-FLV-EXT-DATA:ephemeral", "s
                  "os-flavor-access:is_public")
 
 
+class RegionAccess(Protocol):
+    """What the handlers use: the region names and one call to a region's API."""
+
+    def regions(self) -> list[str]: ...
+
+    def call(self, method: str, region: str, service: str, path: str, version: str | None = None,
+             **kw: Any) -> Any: ...
+
+
 class Regions:
     """Keystone session plus the registry's regional pods (built on first use)."""
 
     def __init__(self, conf: cfg.ConfigOpts | None) -> None:
         self.conf = conf
         self._lock = threading.Lock()
-        self._session = None
-        self._registry = None
+        self._session: Session | None = None
+        self._registry: Registry | None = None
+        self._regions_fn: Callable[[], Iterable[str]] | None = None  # fixed(): no registry
 
     @classmethod
-    def fixed(cls, session, regions) -> "Regions":
+    def fixed(cls, session: Session, regions: Callable[[], Iterable[str]]) -> Regions:
         """For the gateway's inline use: its own session and a region list callable."""
         obj = cls(None)
         obj._session = session
@@ -51,7 +68,7 @@ class Regions:
         return obj
 
     def _build(self) -> None:
-        if getattr(self, "_regions_fn", None) is not None:
+        if self._regions_fn is not None:
             return
         from isthmus.clients.regions import load_session
         from isthmus.db import make_engine
@@ -70,8 +87,9 @@ class Regions:
 
     def regions(self) -> list[str]:
         self._build()
-        if getattr(self, "_regions_fn", None) is not None:
+        if self._regions_fn is not None:
             return list(self._regions_fn())
+        assert self._registry is not None  # built above
         return [p.region_name for p in self._registry.regional_pods()]
 
     def call(self, method: str, region: str, service: str, path: str, version: str | None = None, **kw):
@@ -101,7 +119,7 @@ def _ok(resp, *accepted: int):
     raise RuntimeError(f"{resp.request.method} {resp.url}: {resp.status_code} {resp.text[:200]}")
 
 
-def _targets(regions: Regions, ctx: JobContext) -> tuple[str, list[str]]:
+def _targets(regions: RegionAccess, ctx: JobContext) -> tuple[str, list[str]]:
     master = ctx.payload.get("master")
     regions_now = regions.regions()
     if not master:
@@ -115,7 +133,7 @@ def _norm(value):
     return 0 if value in ("", None) else value
 
 
-def sync_flavor(regions: Regions, ctx: JobContext) -> None:
+def sync_flavor(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     fid = ctx.resource_id
     got = _ok(regions.call("GET", master, "compute", f"/flavors/{fid}"), 200, 404)
@@ -160,7 +178,7 @@ def sync_flavor(regions: Regions, ctx: JobContext) -> None:
                                  json={"removeTenantAccess": {"tenant": tenant}}), 200, 404)
 
 
-def sync_keypair(regions: Regions, ctx: JobContext) -> None:
+def sync_keypair(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     user, _, name = ctx.resource_id.partition("/")
     path = f"/os-keypairs/{name}?user_id={user}"
@@ -178,7 +196,7 @@ def sync_keypair(regions: Regions, ctx: JobContext) -> None:
                              json={"keypair": body}), 200, 201, 409)
 
 
-def sync_quota(regions: Regions, ctx: JobContext) -> None:
+def sync_quota(regions: RegionAccess, ctx: JobContext) -> None:
     """Each region gets the master's limits (the gateway checks the sum across regions)."""
     master, others = _targets(regions, ctx)
     service = ctx.payload.get("service", "compute")
@@ -190,7 +208,7 @@ def sync_quota(regions: Regions, ctx: JobContext) -> None:
                          json={"quota_set": limits}), 200)
 
 
-def sync_user_quota(regions: Regions, ctx: JobContext) -> None:
+def sync_user_quota(regions: RegionAccess, ctx: JobContext) -> None:
     """Each region gets the user's limits (``?user_id=``) the master holds for the
     keys the write named, or none after a DELETE (back to the project's limits)."""
     master, others = _targets(regions, ctx)
@@ -208,7 +226,7 @@ def sync_user_quota(regions: Regions, ctx: JobContext) -> None:
         _ok(regions.call("PUT", region, "compute", path, json={"quota_set": wanted}), 200)
 
 
-def _master_volume_type(regions: Regions, master: str, wanted: str) -> dict | None:
+def _master_volume_type(regions: RegionAccess, master: str, wanted: str) -> dict | None:
     """The master's volume type ``wanted``, by id or by name (a create names
     it either way; Cinder's GET by id does not take a name)."""
     got = _ok(regions.call("GET", master, "volume", f"/types/{wanted}"), 200, 404)
@@ -218,7 +236,7 @@ def _master_volume_type(regions: Regions, master: str, wanted: str) -> dict | No
     return next((t for t in listed if t["name"] == wanted), None)
 
 
-def sync_volume_type(regions: Regions, ctx: JobContext) -> None:
+def sync_volume_type(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     vtype = _master_volume_type(regions, master, ctx.resource_id)
     if vtype is None and ctx.payload.get("inline"):
@@ -248,7 +266,8 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
         from isthmus.clients.regions import register_auth_opts
         register_auth_opts(conf, AUTH_GROUP)
     regions = Regions(conf)
-    for job_type, handler in ((FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair),
-                              (QUOTA_SYNC, sync_quota), (VOLUME_TYPE_SYNC, sync_volume_type),
-                              (USER_QUOTA_SYNC, sync_user_quota)):
-        registry.register(job_type, lambda ctx, h=handler: h(regions, ctx))
+    handlers: tuple[tuple[str, Callable[[RegionAccess, JobContext], None]], ...] = (
+        (FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair), (QUOTA_SYNC, sync_quota),
+        (VOLUME_TYPE_SYNC, sync_volume_type), (USER_QUOTA_SYNC, sync_user_quota))
+    for job_type, handler in handlers:
+        registry.register(job_type, functools.partial(handler, regions))

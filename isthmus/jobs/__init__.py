@@ -9,9 +9,9 @@ Public surface:
 See docs/jobs.md for the state machine and failure handling.
 """
 
+from isthmus.db import make_engine
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock, ManualClock, SystemClock
-from isthmus.db import make_engine
 from isthmus.jobs.errors import (
     ConcurrentUpdate,
     InvalidJobRequest,

@@ -33,7 +33,7 @@ class RetryPolicy:
     def delay(self, n: int, rand: Callable[[], float] = random.random) -> float:
         """Seconds to wait before retry number ``n`` (1-based): base * 2**(n-1), capped."""
         # Cap the exponent first so a large n cannot overflow a float.
-        raw = self.base_delay * (2 ** min(max(n, 1) - 1, 62))
+        raw: float = self.base_delay * (2 ** min(max(n, 1) - 1, 62))
         capped = min(raw, self.max_delay)
         if self.jitter:
             capped *= 1 + self.jitter * (2 * rand() - 1)

@@ -8,7 +8,7 @@ database (see ``schema.to_db``).
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -19,14 +19,14 @@ class Clock(Protocol):
 
 class SystemClock:
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
 
 class ManualClock:
     """A clock that moves only when told to; thread-safe."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime(2030, 1, 1, tzinfo=timezone.utc)
+        self._now = start or datetime(2030, 1, 1, tzinfo=UTC)
         self._lock = threading.Lock()
 
     def now(self) -> datetime:

@@ -8,7 +8,7 @@ from isthmus.jobs.backoff import RetryPolicy
 
 DEFAULT_CONNECTION = "sqlite:////var/lib/isthmus/isthmus.sqlite"
 
-database_opts = [
+database_opts: list[cfg.Opt] = [
     cfg.StrOpt(
         "connection",
         secret=True,
@@ -18,7 +18,7 @@ database_opts = [
     ),
 ]
 
-jobs_opts = [
+jobs_opts: list[cfg.Opt] = [
     cfg.IntOpt("workers", default=4, min=1, help="Jobs run at once by one worker process (threads)."),
     cfg.FloatOpt(
         "lease_seconds",
@@ -58,7 +58,7 @@ jobs_opts = [
     cfg.StrOpt("worker_name", help="Lease owner name; default host:pid:random."),
 ]
 
-metrics_opts = [
+metrics_opts: list[cfg.Opt] = [
     cfg.PortOpt("port", default=0, help="Serve Prometheus metrics on http://bind_host:port/metrics "
                 "(docs/metrics.md); 0: no metrics endpoint."),
     cfg.HostAddressOpt("bind_host", default="127.0.0.1", help="Address of the metrics endpoint."),

@@ -11,15 +11,15 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from isthmus.jobs import rows, transitions
+from isthmus.db import read_tx, retry_transient, skip_locked_supported, write_tx
+from isthmus.jobs import metrics, rows, transitions
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock
-from isthmus.db import read_tx, retry_transient, skip_locked_supported, write_tx
-from isthmus.jobs import metrics
 from isthmus.jobs.errors import LeaseLost
 from isthmus.jobs.models import Job, JobStatus
 from isthmus.jobs.schema import jobs, row_to_job, to_db
@@ -59,7 +59,7 @@ class Leases:
             return []
         return retry_transient(lambda: self._claim_once(policies, limit))
 
-    def _claimable(self, types: list[str], now: datetime) -> sa.Select:
+    def _claimable(self, types: list[str], now: datetime) -> sa.Select[Any]:
         db_now = to_db(now)
         due = sa.and_(jobs.c.status == JobStatus.NEW.value, jobs.c.run_after <= db_now)
         orphaned = sa.and_(

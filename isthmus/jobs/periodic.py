@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from isthmus.jobs.clock import Clock
 from isthmus.db import retry_transient, write_tx
+from isthmus.jobs.clock import Clock
 from isthmus.jobs.registry import HandlerRegistry, HandlerSpec
 from isthmus.jobs.schema import schedules, to_db
 from isthmus.jobs.store import JobStore
@@ -45,8 +45,9 @@ class ResyncScheduler:
         return enqueued
 
     def _take_turn(self, spec: HandlerSpec) -> bool:
-        assert spec.resync is not None
-        return retry_transient(lambda: self._take_turn_once(spec.job_type, spec.resync.interval))
+        resync = spec.resync
+        assert resync is not None
+        return retry_transient(lambda: self._take_turn_once(spec.job_type, resync.interval))
 
     def _take_turn_once(self, name: str, interval: float) -> bool:
         now = self.clock.now()

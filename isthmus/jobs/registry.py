@@ -113,7 +113,7 @@ class JobContext:
             raise Stopped("worker stopping", delay=0.0)  # due again at once, on another worker
 
 
-Handler = Callable[[JobContext], None]
+Handler = Callable[[JobContext], object]  # the return value is ignored
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ class HandlerSpec:
         parts = resource_id.split(RESOURCE_SEPARATOR, len(self.resource_keys) - 1)
         if len(parts) != len(self.resource_keys):
             return {"resource_id": resource_id}
-        return dict(zip(self.resource_keys, parts))
+        return dict(zip(self.resource_keys, parts, strict=True))
 
 
 class HandlerRegistry:

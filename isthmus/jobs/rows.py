@@ -14,8 +14,8 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from isthmus.jobs.clock import Clock
 from isthmus.db import retry_transient, write_tx
+from isthmus.jobs.clock import Clock
 from isthmus.jobs.errors import ConcurrentUpdate, JobNotFound
 from isthmus.jobs.models import Job
 from isthmus.jobs.schema import jobs, row_to_job, values_to_db

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from isthmus import callguard
+from isthmus.jobs import metrics
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.errors import LeaseLost, PermanentFailure, RetryLater, Stopped
 from isthmus.jobs.leases import Claim, Leases
-from isthmus.jobs import metrics
 from isthmus.jobs.models import Job, JobStatus
 from isthmus.jobs.registry import DEFAULT_RUN_DEADLINE, HandlerRegistry, JobContext, LeaseWatch
 

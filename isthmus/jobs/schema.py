@@ -6,8 +6,8 @@ and "one runner per key" hold on every dialect without locks.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, overload
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
@@ -75,15 +75,20 @@ def to_db(value: datetime | None) -> datetime | None:
     """Aware UTC -> naive UTC: every dialect stores the same wall time."""
     if value is None:
         return None
-    return value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value.astimezone(UTC).replace(tzinfo=None)
 
 
+# A NOT NULL column's value is a datetime; a nullable one's may be None.
+@overload
+def from_db(value: datetime | str) -> datetime: ...
+@overload
+def from_db(value: None) -> None: ...
 def from_db(value: datetime | str | None) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, str):  # defensive: raw SQLite text
         value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=timezone.utc)
+    return value.replace(tzinfo=UTC)
 
 
 def row_to_job(row: RowMapping) -> Job:

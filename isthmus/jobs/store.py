@@ -13,9 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from isthmus.db import read_tx, retry_transient, write_tx
 from isthmus.jobs import rows, transitions
 from isthmus.jobs.clock import Clock, SystemClock
-from isthmus.db import read_tx, retry_transient, write_tx
 from isthmus.jobs.errors import ConcurrentUpdate, InvalidJobRequest, JobNotFound
 from isthmus.jobs.models import Job, JobFilter, JobRequest, JobStatus
 from isthmus.jobs.schema import jobs, row_to_job, to_db, values_to_db

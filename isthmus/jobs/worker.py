@@ -23,15 +23,15 @@ from datetime import datetime, timedelta
 
 from oslo_config import cfg
 
+from isthmus.db import make_engine
+from isthmus.db.migration import SchemaOutdated, require_current
 from isthmus.jobs import config
 from isthmus.jobs.backoff import RetryPolicy
-from isthmus.db import make_engine
 from isthmus.jobs.leases import Claim, Leases
 from isthmus.jobs.loader import ENTRY_POINT_GROUP, load_handlers
 from isthmus.jobs.periodic import ResyncScheduler
 from isthmus.jobs.registry import DEFAULT_RUN_DEADLINE, HandlerRegistry, LeaseWatch
 from isthmus.jobs.runner import Runner
-from isthmus.db.migration import SchemaOutdated, require_current
 from isthmus.jobs.store import JobStore
 
 LOG = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ class Worker:
             try:
                 if self.scheduler.tick():
                     self._wake.set()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - logged; the next period retries
                 LOG.exception("periodic resync failed")
             self._stopping.wait(period)
 

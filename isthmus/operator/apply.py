@@ -10,9 +10,10 @@ never patched; Jobs are never patched (their pod template is immutable).
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from isthmus.operator import model, objects
+from isthmus.operator import MANAGED_BY, model, objects
 from isthmus.operator.crds import KINDS
 from isthmus.operator.kube import Kube, encode_secret
 
@@ -31,7 +32,7 @@ def covers(actual: Any, desired: Any) -> bool:
         return isinstance(actual, Mapping) and all(covers(actual.get(k), v) for k, v in desired.items())
     if isinstance(desired, list):
         return (isinstance(actual, list) and len(actual) == len(desired)
-                and all(covers(a, d) for a, d in zip(actual, desired)))
+                and all(covers(a, d) for a, d in zip(actual, desired, strict=True)))
     return actual == desired
 
 
@@ -125,7 +126,7 @@ async def prune(kube: Kube, owner: Obj, kinds: Iterable[str], keep: Iterable[Obj
     """Delete the objects of ``kinds`` that ``owner`` manages but no longer wants
     (a disabled feature, a removed region, a superseded Job)."""
     wanted = {(o["kind"], o["metadata"]["name"]) for o in keep}
-    selector = {"app.kubernetes.io/managed-by": objects.MANAGED_BY,
+    selector = {"app.kubernetes.io/managed-by": MANAGED_BY,
                 "app.kubernetes.io/instance": owner["metadata"]["name"]}
     where = namespace or owner["metadata"].get("namespace")
     deleted = []

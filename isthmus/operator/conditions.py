@@ -15,9 +15,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 READY = "Ready"
@@ -41,7 +42,7 @@ class Condition:
     observed_generation: int | None = None
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "Condition":
+    def from_dict(cls, raw: Mapping[str, Any]) -> Condition:
         return cls(raw["type"], raw.get("status", UNKNOWN), raw.get("reason", ""), raw.get("message", ""),
                    raw.get("lastTransitionTime", ""), raw.get("observedGeneration"))
 
@@ -52,7 +53,7 @@ class Condition:
             out["observedGeneration"] = self.observed_generation
         return out
 
-    def same_state(self, other: "Condition") -> bool:
+    def same_state(self, other: Condition) -> bool:
         return (self.status, self.reason, self.message) == (other.status, other.reason, other.message)
 
 
@@ -109,7 +110,7 @@ def summarise(conditions: Iterable[Condition], ready_message: str = "Setup compl
 
 
 def now_iso(now: datetime | None = None) -> str:
-    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    moment = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -158,7 +159,8 @@ def mirror(type_: str, child: Mapping[str, Any] | None, label: str) -> Condition
     if ready is None:
         return unknown(type_, "Requested", f"{label}: setup started")
     if ready.status == TRUE:  # Ready, but for an older generation
-        return unknown(type_, "Requested", f"{label}: applying generation {(child.get('metadata') or {}).get('generation')}")
+        generation = (child.get("metadata") or {}).get("generation")
+        return unknown(type_, "Requested", f"{label}: applying generation {generation}")
     return Condition(type_, ready.status, ready.reason, f"{label}: {ready.message}")
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import base64
 import logging
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Awaitable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from isthmus.operator import apply, conditions as cond, fernet, model, objects
+from isthmus.operator import MANAGED_BY, apply, fernet, model, objects
+from isthmus.operator import conditions as cond
 from isthmus.operator.conditions import Condition
 from isthmus.operator.kube import Kube, secret_text
 
@@ -108,7 +110,7 @@ async def credentials(kube: Kube, obj: Obj, spec: Obj, conds: list[Condition]) -
         creds = objects.Credentials.from_secret_data(secret_text(secret))
     except KeyError as exc:
         conds.append(cond.false("InputReady", "SecretNotFound", f"Secret {spec['secret']} lacks {exc.args[0]}"))
-        raise Stop
+        raise Stop from exc
     conds.append(cond.true("InputReady", message="inputs present"))
     return creds
 
@@ -197,7 +199,7 @@ async def delete_cloud(kube: Kube, mrc: Obj) -> bool:
         for kind in kinds:
             if kind == "EndpointRegistration":  # owned by the children, part of this cloud
                 found = await kube.list(kind, ns(mrc), {"app.kubernetes.io/part-of": name(mrc),
-                                                        "app.kubernetes.io/managed-by": objects.MANAGED_BY})
+                                                        "app.kubernetes.io/managed-by": MANAGED_BY})
             else:
                 found = [child for child in await kube.list(kind, ns(mrc), {"app.kubernetes.io/instance": name(mrc)})
                          if apply.owned_by(child, mrc)]
@@ -270,7 +272,7 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
     except ValueError as exc:
         LOG.warning("%s/%s: %s; keys not rotated", ns(keys), name(keys), exc)
         return None
-    now = now or datetime.now(timezone.utc).replace(microsecond=0)
+    now = now or datetime.now(UTC).replace(microsecond=0)
     stamp = (keys["metadata"].get("annotations") or {}).get(fernet.ROTATED_AT)
     if stamp and not fernet.valid_stamp(stamp):
         LOG.warning("%s/%s: %s=%r is not a time; the clock restarts now", ns(keys), name(keys),
@@ -297,6 +299,7 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
     extra["fernetKeysRotatedAt"] = stamp
     if interval <= timedelta(0):
         return None
+    assert stamp is not None  # read, or set just above
     left = datetime.fromisoformat(stamp) + interval - now
     return max(left.total_seconds(), 1.0)
 
@@ -426,7 +429,8 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
                           if r.get("region") == rname]
             extra["registeredWithCentral"] = {"registered": bool(registered), "podId": rname if registered else ""}
             if registered:
-                conds.append(cond.true("CentralRegistrationReady", message=f"registered with {spec['centralNetworkRef']}"))
+                conds.append(cond.true("CentralRegistrationReady",
+                                       message=f"registered with {spec['centralNetworkRef']}"))
             else:
                 conds.append(cond.false("CentralRegistrationReady", "Waiting",
                                         f"waiting for CentralNetwork {spec['centralNetworkRef']} to register it"))
@@ -451,7 +455,8 @@ async def existing_control_plane(kube: Kube, region: Obj, existing: Obj, creds: 
     if current != snippet:
         LOG.info("patching OpenStackControlPlane %s/%s: Isthmus local plugin", where, existing["name"])
         await kube.patch("OpenStackControlPlane", where, existing["name"], objects.control_plane_patch(snippet))
-        conds.append(cond.false("NeutronReady", "Waiting", "customServiceConfig patched; waiting for the control plane"))
+        conds.append(cond.false("NeutronReady", "Waiting",
+                                "customServiceConfig patched; waiting for the control plane"))
         return
     ready = cond.find((oscp.get("status") or {}).get("conditions") or [], "Ready")
     if ready and ready.status == cond.TRUE and cond.child_ready(oscp):
@@ -545,7 +550,8 @@ async def reconcile_gateway(kube: Kube, gw: Obj) -> None:
         creds = await credentials(kube, gw, spec, conds)
         await tls_input(kube, gw, spec, conds)
         keystone = await keystone_for(kube, gw, spec, conds)
-        regions, waiting = [], []
+        regions: list[Any] = []  # the ready Region objects
+        waiting: list[Any] = []  # the others, or the names of missing ones
         for ref in spec.get("regionRefs") or []:
             region = await kube.get("Region", ns(gw), ref)
             (regions if region is not None and cond.child_ready(region) else waiting).append(region or ref)

@@ -115,7 +115,8 @@ EXTERNAL_SERVICE = obj({
     "replicas": replicas(),
     "externalEndpoints": ENDPOINTS,
 }, rules=[("!self.enabled || self.mode != 'External' || "
-           "(has(self.externalEndpoints) && has(self.externalEndpoints.public) && has(self.externalEndpoints.internal))",
+           "(has(self.externalEndpoints) && has(self.externalEndpoints.public)"
+           " && has(self.externalEndpoints.internal))",
            "mode External needs externalEndpoints.public and externalEndpoints.internal")], default={})
 
 

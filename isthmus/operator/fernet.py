@@ -16,8 +16,8 @@ from __future__ import annotations
 import base64
 import re
 import secrets as _secrets
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Mapping
 
 from isthmus.operator import GROUP
 

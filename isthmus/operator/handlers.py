@@ -135,6 +135,7 @@ async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     """kopf's own login (in-cluster service account or kubeconfig), or ISTHMUS_OPERATOR_SERVER
     (the kmock emulator in tests); the reconcilers' client uses the same credentials."""
     server = os.environ.get("ISTHMUS_OPERATOR_SERVER")
+    info: kopf.ConnectionInfo | None
     if server:
         info = kopf.ConnectionInfo(server=server)
     else:
@@ -220,7 +221,8 @@ async def enqueue_referrers(namespace: str, name: str, fields: tuple[str, ...]) 
         for item in await work.kube.list(kind, namespace):
             spec = item.get("spec") or {}
             refs = {spec.get(f) for f in fields if isinstance(spec.get(f), str)}
-            refs |= {(spec.get("tls") or {}).get("publicCertSecret"), (spec.get("credentialsSecretRef") or {}).get("name")}
+            refs |= {(spec.get("tls") or {}).get("publicCertSecret"),
+                     (spec.get("credentialsSecretRef") or {}).get("name")}
             refs |= set((spec.get("neutron") or {}).get("networkAttachments") or [])
             refs |= {(spec.get("existingControlPlane") or {}).get("name")}
             if name in refs:
@@ -229,7 +231,9 @@ async def enqueue_referrers(namespace: str, name: str, fields: tuple[str, ...]) 
 
 def _register_isthmus_kinds() -> None:
     for kind, (plural, _, _) in KINDS.items():
-        async def on_event(event: Any, body: Any, namespace: str, name: str, _kind: str = kind, **_: Any) -> None:
+        async def on_event(event: Any, body: Any, namespace: str | None, name: str, _kind: str = kind,
+                           **_: Any) -> None:
+            assert namespace is not None  # kopf passes None for cluster-scoped kinds only
             if event.get("type") == "DELETED":
                 # A removed child: its parent recreates it or drops it from the status.
                 remember(_kind, namespace, name, body, gone=True)
@@ -239,7 +243,8 @@ def _register_isthmus_kinds() -> None:
 
         kopf.on.event(GROUP, VERSION, plural, id=f"event-{plural}")(on_event)
 
-        async def tick(namespace: str, name: str, _kind: str = kind, **_: Any) -> None:
+        async def tick(namespace: str | None, name: str, _kind: str = kind, **_: Any) -> None:
+            assert namespace is not None  # kopf passes None for cluster-scoped kinds only
             if "queue" in STATE:  # not while shutting down
                 queue().add((_kind, namespace, name))
 
@@ -274,23 +279,27 @@ async def enqueue_owner_and_cloud(kind: str, namespace: str, name: str, body: An
 def _register_managed_kinds() -> None:
     for group, version, plural in (("", "v1", "secrets"), ("", "v1", "configmaps"), ("", "v1", "services"),
                                    ("apps", "v1", "deployments"), ("batch", "v1", "jobs"), ("", "v1", "pods")):
-        async def on_managed(body: Any, namespace: str, name: str, **_: Any) -> None:
+        async def on_managed(body: Any, namespace: str | None, name: str, **_: Any) -> None:
+            assert namespace is not None  # kopf passes None for cluster-scoped kinds only
             await enqueue_owner_and_cloud("", namespace, name, body)
 
         kopf.on.event(group, version, plural, labels=MANAGED, id=f"managed-{plural}")(on_managed)
 
-    async def on_secret(body: Any, namespace: str, name: str, **_: Any) -> None:
+    async def on_secret(body: Any, namespace: str | None, name: str, **_: Any) -> None:
+        assert namespace is not None  # kopf passes None for cluster-scoped kinds only
         if (body.get("metadata", {}).get("labels") or {}).get("app.kubernetes.io/managed-by") != MANAGED_BY:
             await enqueue_referrers(namespace, name, ("secret",))
 
     kopf.on.event("", "v1", "secrets", id="input-secrets")(on_secret)
 
-    async def on_nad(namespace: str, name: str, **_: Any) -> None:
+    async def on_nad(namespace: str | None, name: str, **_: Any) -> None:
+        assert namespace is not None  # kopf passes None for cluster-scoped kinds only
         await enqueue_referrers(namespace, name, ())
 
     kopf.on.event("k8s.cni.cncf.io", "v1", "network-attachment-definitions", id="input-nads")(on_nad)
 
-    async def on_control_plane(namespace: str, name: str, **_: Any) -> None:
+    async def on_control_plane(namespace: str | None, name: str, **_: Any) -> None:
+        assert namespace is not None  # kopf passes None for cluster-scoped kinds only
         await enqueue_referrers(namespace, name, ())
 
     kopf.on.event("core.openstack.org", "v1beta1", "openstackcontrolplanes", id="input-controlplanes")(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import base64
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import aiohttp
 
@@ -88,7 +89,7 @@ class Kube:
                  certificate_path: str | None = None, private_key_path: str | None = None) -> None:
         self.server = server.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._ssl: ssl.SSLContext | bool | None = None
+        self._ssl: ssl.SSLContext | bool = True  # aiohttp's default (plain http ignores it)
         if self.server.startswith("https"):
             if insecure:
                 self._ssl = False
@@ -101,7 +102,7 @@ class Kube:
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
-    def from_connection_info(cls, info: Any) -> "Kube":
+    def from_connection_info(cls, info: Any) -> Kube:
         """From a :class:`kopf.ConnectionInfo` (kopf's login result)."""
         return cls(info.server, token=info.token, ca_path=info.ca_path, ca_data=info.ca_data,
                    insecure=bool(info.insecure), certificate_path=info.certificate_path,

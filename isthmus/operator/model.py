@@ -42,7 +42,8 @@ def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
 def defaulted_spec(kind: str, spec: dict[str, Any] | None) -> dict[str, Any]:
     """A deep copy of ``spec`` with the CRD's defaults applied."""
     _, _, schema = crds.KINDS[kind]
-    return apply_defaults(schema(), copy.deepcopy(dict(spec or {})))
+    defaulted: dict[str, Any] = apply_defaults(schema(), copy.deepcopy(dict(spec or {})))
+    return defaulted
 
 
 class SpecError(ValueError):
@@ -87,7 +88,8 @@ def validate_cloud(spec: dict[str, Any]) -> list[str]:
             section = region[service]
             _replicas(f"{path}.{service}", section, errors)
             urls = section.get("externalEndpoints") or {}
-            if section["enabled"] and section["mode"] == "External" and not (urls.get("public") and urls.get("internal")):
+            if (section["enabled"] and section["mode"] == "External"
+                    and not (urls.get("public") and urls.get("internal"))):
                 errors.append(f"{path}.{service}: mode External needs externalEndpoints.public and .internal")
     for name in ("identity", "centralNetwork", "apiGateway"):
         _replicas(f"spec.{name}", spec[name], errors)

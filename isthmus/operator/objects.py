@@ -17,8 +17,9 @@ import base64
 import hashlib
 import json
 import secrets as _secrets
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from isthmus.operator import API_VERSION, MANAGED_BY, model
 from isthmus.render import cloudconf, compute, ini, neutron, services
@@ -53,15 +54,16 @@ class Credentials:
     database_password: str
     transport_url: str = "fake:/"
     # transport-url-<Region>: a region's own broker, when it has one.
-    regional_transport_urls: Mapping[str, str] = None  # type: ignore[assignment]
+    regional_transport_urls: Mapping[str, str] | None = None
 
     @classmethod
-    def from_secret_data(cls, data: Mapping[str, str]) -> "Credentials":
+    def from_secret_data(cls, data: Mapping[str, str]) -> Credentials:
         """From a Secret's ``data`` (base64) or ``stringData`` (plain) map, already decoded."""
         missing = [key for key in ("admin-password", "service-password", "database-password") if not data.get(key)]
         if missing:
             raise KeyError(", ".join(missing))
-        regional = {key[len("transport-url-"):]: value for key, value in data.items() if key.startswith("transport-url-")}
+        regional = {key[len("transport-url-"):]: value for key, value in data.items()
+                    if key.startswith("transport-url-")}
         return cls(data["admin-password"], data["service-password"], data["database-password"],
                    data.get("transport-url", "fake:/"), regional)
 
@@ -104,7 +106,8 @@ def labels(owner: Obj, component: str, region: str | None = None) -> dict[str, s
 def part_of(owner: Obj) -> str:
     """The cloud a resource belongs to: the umbrella's name, inherited by every child."""
     meta = owner["metadata"]
-    return (meta.get("labels") or {}).get("app.kubernetes.io/part-of") or meta["name"]
+    cloud: str = (meta.get("labels") or {}).get("app.kubernetes.io/part-of") or meta["name"]
+    return cloud
 
 
 def owner_reference(owner: Obj) -> dict[str, Any]:
@@ -135,7 +138,8 @@ def metadata(owner: Obj, name: str, component: str, region: str | None = None,
 
 
 def namespace_of(obj: Obj) -> str:
-    return obj["metadata"].get("namespace", "default")
+    namespace: str = obj["metadata"].get("namespace", "default")
+    return namespace
 
 
 def image(spec: Mapping[str, Any], service: str) -> str:
@@ -223,7 +227,7 @@ class Pod:
 
 def pod_spec(spec: Mapping[str, Any], pod: Pod, restart: str = "Always") -> dict[str, Any]:
     container: dict[str, Any] = {"name": pod.component, "image": pod.image, "command": list(pod.command)}
-    env = [{"name": key, "value": value} for key, value in pod.env]
+    env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in pod.env]
     env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
             for var, name, key in pod.secret_env]
     if env:
@@ -339,7 +343,8 @@ def cloud_children(mrc: Obj) -> list[Obj]:
         section = {k: v for k, v in spec["apiGateway"].items() if k != "enabled"}
         selected = section.get("regionSelector") or region_names
         section.setdefault("masterRegion", region_names[0])
-        azs = {region["name"]: region.get("availabilityZone") or f"az{i + 1}" for i, region in enumerate(spec["regions"])}
+        azs = {region["name"]: region.get("availabilityZone") or f"az{i + 1}"
+               for i, region in enumerate(spec["regions"])}
         section["azMapping"] = {**{name: azs[name] for name in selected if name in azs}, **section.get("azMapping", {})}
         section["regionRefs"] = [child_name(cloud, "Region", name) for name in selected if name in region_names]
         children.append(_child(mrc, "APIGateway", {**common, **refs, **section}))
@@ -380,7 +385,8 @@ def identity_objects(ids: Obj, creds: Credentials) -> list[Obj]:
         fernet_key_repository="/etc/keystone/fernet-keys",
         credential_key_repository="/etc/keystone/credential-keys",
         memcache_servers=tuple(spec.get("memcachedServers") or ()))
-    config = secret(ids, f"{name}-config", comp, {"keystone.conf": ini.render(ini.prune(services.keystone_conf(values)))})
+    config = secret(ids, f"{name}-config", comp,
+                    {"keystone.conf": ini.render(ini.prune(services.keystone_conf(values)))})
     fernet = secret(ids, f"{name}-fernet-keys", comp, fernet_keys(), annotations={GENERATED: "true"})
     credential = secret(ids, f"{name}-credential-keys", comp, fernet_keys(), annotations={GENERATED: "true"})
     urls = identity_endpoints({**ids, "spec": spec})
@@ -392,7 +398,8 @@ def identity_objects(ids: Obj, creds: Credentials) -> list[Obj]:
     db_sync = job(ids, f"{name}-db-sync", _replace(base, command=[*manage, "db_sync"]), spec, [config])
     bootstrap = job(ids, f"{name}-bootstrap", _replace(
         base, command=["sh", "-c", " ".join(manage) + ' bootstrap --bootstrap-password "$OS_BOOTSTRAP_PASSWORD"'
-                       ' --bootstrap-region-id "$OS_BOOTSTRAP_REGION_ID" --bootstrap-public-url "$OS_BOOTSTRAP_PUBLIC_URL"'
+                       ' --bootstrap-region-id "$OS_BOOTSTRAP_REGION_ID"'
+                       ' --bootstrap-public-url "$OS_BOOTSTRAP_PUBLIC_URL"'
                        ' --bootstrap-internal-url "$OS_BOOTSTRAP_INTERNAL_URL"'],
         env=base.env + (("OS_BOOTSTRAP_REGION_ID", spec["regionName"]), ("OS_BOOTSTRAP_PUBLIC_URL", urls.public),
                         ("OS_BOOTSTRAP_INTERNAL_URL", urls.internal)),
@@ -512,7 +519,8 @@ def region_objects(region: Obj, creds: Credentials, keystone: Endpoints) -> list
         conf_args = [arg for file in files for arg in ("--config-file", f"{conf_dir}/{file}")]
         out += [config,
                 job(region, f"{name}-neutron-db-sync",
-                    _replace(pod, command=["neutron-db-manage", *conf_args, "upgrade", "heads"]), spec, [config], rname),
+                    _replace(pod, command=["neutron-db-manage", *conf_args, "upgrade", "heads"]), spec, [config],
+                    rname),
                 deployment(region, f"{name}-neutron",
                            _replace(pod, command=gunicorn("neutron.wsgi.api:application", NEUTRON_PORT, spec),
                                     port=NEUTRON_PORT),
@@ -544,7 +552,8 @@ def region_objects(region: Obj, creds: Credentials, keystone: Endpoints) -> list
     return out
 
 
-SERVICE_NAMES = {"identity": "keystone", "network": "neutron", "compute": "nova", "volumev3": "cinderv3", "multiregion": "isthmus"}
+SERVICE_NAMES = {"identity": "keystone", "network": "neutron", "compute": "nova", "volumev3": "cinderv3",
+                 "multiregion": "isthmus"}
 
 
 def endpoint_registration(owner: Obj, spec: Mapping[str, Any], service_type: str, url: Endpoints,
@@ -610,7 +619,8 @@ def central_objects(cnet: Obj, creds: Credentials, keystone: Endpoints,
                 env=(("OS_NEUTRON_CONFIG_DIR", conf_dir), ("OS_NEUTRON_CONFIG_FILES", "neutron.conf;ml2_conf.ini")))
     conf_args = ["--config-file", f"{conf_dir}/neutron.conf", "--config-file", f"{conf_dir}/ml2_conf.ini"]
     i_dir = "/etc/isthmus/conf"
-    admin_pod = Pod("isthmus-admin", image(spec, "isthmus"), ["isthmus-admin", "--config-file", f"{i_dir}/admin-api.conf"],
+    admin_pod = Pod("isthmus-admin", image(spec, "isthmus"),
+                    ["isthmus-admin", "--config-file", f"{i_dir}/admin-api.conf"],
                     config_secret=f"{name}-admin-api-config", config_dir=i_dir, port=admin_port)
     xjob_pod = Pod("isthmus-xjob", image(spec, "isthmus"), ["isthmus-xjob", "--config-file", f"{i_dir}/xjob.conf"],
                    config_secret=f"{name}-xjob-config", config_dir=i_dir, metrics_port=XJOB_METRICS_PORT)
@@ -620,8 +630,8 @@ def central_objects(cnet: Obj, creds: Credentials, keystone: Endpoints,
     out = [
         n_config, a_config, x_config,
         job(cnet, f"{name}-isthmus-db-sync", db_pod, spec, [], central),
-        job(cnet, f"{name}-neutron-db-sync", _replace(n_pod, command=["neutron-db-manage", *conf_args, "upgrade", "heads"]),
-            spec, [n_config], central),
+        job(cnet, f"{name}-neutron-db-sync",
+            _replace(n_pod, command=["neutron-db-manage", *conf_args, "upgrade", "heads"]), spec, [n_config], central),
         deployment(cnet, f"{name}-neutron", _replace(n_pod, command=gunicorn("neutron.wsgi.api:application",
                                                                               NEUTRON_PORT, spec), port=NEUTRON_PORT),
                    spec, spec["replicas"], [n_config], central),

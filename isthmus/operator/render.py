@@ -6,7 +6,8 @@ readiness gate open: what the operator converges to once everything is Ready.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from isthmus.operator import model, objects
 

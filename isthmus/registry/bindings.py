@@ -6,7 +6,7 @@ through the Admin API (``create``, which refuses a duplicate, ``get``, ``delete`
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -19,7 +19,7 @@ from isthmus.registry.store import MAX_LIMIT, _text
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _binding(row: sa.RowMapping) -> Binding:
@@ -65,8 +65,10 @@ class Bindings:
         self._check_pod(pod)
         try:
             with write_tx(self.engine) as conn:
-                new_id = conn.execute(schema.bindings.insert().values(
-                    project_id=project, pod_id=pod, created_at=_now())).inserted_primary_key[0]
+                key = conn.execute(schema.bindings.insert().values(
+                    project_id=project, pod_id=pod, created_at=_now())).inserted_primary_key
+                assert key is not None  # a single-row INSERT always has one
+                new_id = key[0]
         except sa.exc.IntegrityError:
             if self.list(project, pod):
                 raise Conflict(f"binding: project {project} is already bound to pod {pod}") from None

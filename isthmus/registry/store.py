@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,7 +20,7 @@ MAX_LIMIT = 2000
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _pod(row: RowMapping) -> Pod:
@@ -36,12 +36,12 @@ def _text(field: str, value: Any, required: bool = True, max_len: int = 255) -> 
         value = ""
     if not isinstance(value, str):
         raise Invalid(f"{field}: must be a string")
-    value = value.strip()
-    if required and not value:
+    text: str = value.strip()
+    if required and not text:
         raise Invalid(f"{field}: is required")
-    if len(value) > max_len:
+    if len(text) > max_len:
         raise Invalid(f"{field}: longer than {max_len} characters")
-    return value
+    return text
 
 
 def regions_for_hints(pods: Iterable[Pod], hints: Iterable[str]) -> list[str]:
@@ -66,7 +66,9 @@ class Registry:
         self.engine = engine
 
     # --- pods ----------------------------------------------------------------
-    def create_pod(self, region_name: str, az_name: str = "", pod_az_name: str = "", dc_name: str = "") -> Pod:
+    def create_pod(self, region_name: object, az_name: object = "", pod_az_name: object = "",
+                   dc_name: object = "") -> Pod:
+        """The values as a request carries them: checked here (strings, lengths)."""
         region_name = _text("region_name", region_name)
         az_name = _text("az_name", az_name, required=False)
         pod = Pod(str(uuid.uuid4()), region_name, az_name,
@@ -114,7 +116,8 @@ class Registry:
 
     def find_pod(self, region_name: str) -> Pod | None:
         with read_tx(self.engine) as conn:
-            row = conn.execute(sa.select(schema.pods).where(schema.pods.c.region_name == region_name)).mappings().first()
+            query = sa.select(schema.pods).where(schema.pods.c.region_name == region_name)
+            row = conn.execute(query).mappings().first()
         return _pod(row) if row else None
 
     def delete_pod(self, pod_id: str) -> None:
@@ -153,8 +156,10 @@ class Registry:
         def insert() -> Routing:
             with write_tx(self.engine) as conn:
                 result = conn.execute(schema.routings.insert().values(**values, created_at=now, updated_at=now))
+                key = result.inserted_primary_key
+                assert key is not None  # a single-row INSERT always has one
                 row = conn.execute(sa.select(schema.routings).where(
-                    schema.routings.c.id == result.inserted_primary_key[0])).mappings().one()
+                    schema.routings.c.id == key[0])).mappings().one()
                 return _routing(row)
 
         try:
@@ -241,17 +246,18 @@ class Registry:
             return conn.execute(query).rowcount
 
     def _routing_values(self, values: Mapping[str, Any], require_bottom: bool) -> dict[str, Any]:
+        pod_id = _text("pod_id", values.get("pod_id"), max_len=36)
         out = {
             "top_id": _text("top_id", values.get("top_id"), max_len=127),
             "bottom_id": _text("bottom_id", values.get("bottom_id"), required=require_bottom, max_len=36) or None,
-            "pod_id": _text("pod_id", values.get("pod_id"), max_len=36),
+            "pod_id": pod_id,
             "project_id": _text("project_id", values.get("project_id")),
             "resource_type": _text("resource_type", values.get("resource_type"), max_len=64),
         }
         if out["resource_type"] not in RESOURCE_TYPES:
             raise Invalid(f"resource_type: must be one of {', '.join(RESOURCE_TYPES)}")
         try:
-            self.get_pod(out["pod_id"])
+            self.get_pod(pod_id)
         except NotFound as err:
             raise Invalid(f"pod_id: no pod {out['pod_id']}") from err
         return out

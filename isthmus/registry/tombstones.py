@@ -10,7 +10,7 @@ the safe side).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -22,7 +22,7 @@ _CHUNK = 500  # ids per IN (...) query: below every dialect's parameter limit
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class Tombstones:

@@ -74,8 +74,8 @@ def cinder_conf(values: CinderValues) -> Sections:
     zone = values.availability_zone
     return {
         "DEFAULT": {"transport_url": values.transport_url, "auth_strategy": "keystone",
-                    "state_path": values.state_path, "storage_availability_zone": zone, "default_availability_zone": zone,
-                    "debug": values.debug},
+                    "state_path": values.state_path, "storage_availability_zone": zone,
+                    "default_availability_zone": zone, "debug": values.debug},
         "database": {"connection": values.database_connection},
         "keystone_authtoken": keystone_authtoken(user),
         "nova": {**service_client(_as(user, "nova")), "interface": values.nova_interface},

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 Sections = Mapping[str, Mapping[str, Any]]
 
@@ -55,7 +56,7 @@ class ServiceUser:
     region: str
     public_auth_url: str | None = None
 
-    def in_region(self, region: str) -> "ServiceUser":
+    def in_region(self, region: str) -> ServiceUser:
         return ServiceUser(self.auth_url, self.username, self.password, region, self.public_auth_url)
 
 

@@ -50,7 +50,7 @@ def print_table(rows: list[ServiceStatus], out: TextIO) -> None:
         table.append((row.name, state, row.where, row.log))
     widths = [max(len(r[i]) for r in table) for i in range(3)]
     for r in table:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3], file=out)
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[3], file=out)
 
 
 def _fresh_state_dir(state_dir: Path) -> None:

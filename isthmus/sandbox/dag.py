@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable, TextIO
+from typing import TextIO
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,10 @@ def start_private(layout: Layout) -> process.ServiceRecord | None:
             "mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=root",
             "--auth-root-authentication-method=normal", "--skip-test-db",
         ], log, what="mariadb-install-db")
+    mariadbd = shutil.which("mariadbd")
+    assert mariadbd is not None  # checked above
     record = process.start("mariadb", [
-        shutil.which("mariadbd"), "--no-defaults", f"--datadir={datadir}", f"--socket={layout.run / 'mariadb.sock'}",
+        mariadbd, "--no-defaults", f"--datadir={datadir}", f"--socket={layout.run / 'mariadb.sock'}",
         f"--port={layout.mariadb_port}", "--bind-address=127.0.0.1", "--user=root",
         f"--pid-file={layout.run / 'mariadb.pid'}", "--skip-name-resolve", "--max-connections=1000",
         "--innodb-buffer-pool-size=128M", "--innodb-flush-log-at-trx-commit=2", "--skip-log-bin",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from isthmus.render.services import KeystoneValues, keystone_conf
 from isthmus.sandbox import ini, process, runtime
@@ -58,8 +59,8 @@ def prepare(layout: Layout) -> None:
             pool.submit(process.run, [manage, *conf, "db_sync"], log, what="keystone-manage db_sync"),
             pool.submit(process.run, [manage, *conf, "fernet_setup", *owner], layout.logs / "keystone-fernet.log",
                         what="keystone-manage fernet_setup"),
-            pool.submit(process.run, [manage, *conf, "credential_setup", *owner], layout.logs / "keystone-credential.log",
-                        what="keystone-manage credential_setup"),
+            pool.submit(process.run, [manage, *conf, "credential_setup", *owner],
+                        layout.logs / "keystone-credential.log", what="keystone-manage credential_setup"),
         ]
         for future in futures:
             future.result()
@@ -94,7 +95,8 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
                 CatalogEntry("compute", "nova", region, layout.url(layout.region_port(region, "nova"), "/v2.1")),
                 CatalogEntry("placement", "placement", region, layout.url(layout.region_port(region, "placement"))),
                 CatalogEntry("image", "glance", region, layout.url(layout.region_port(region, "glance"))),
-                CatalogEntry("block-storage", "cinder", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
+                CatalogEntry("block-storage", "cinder", region,
+                             layout.url(layout.region_port(region, "cinder"), "/v3")),
                 CatalogEntry("volumev3", "cinderv3", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
             ]
         if layout.octavia:
@@ -107,7 +109,8 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
             CatalogEntry("compute", "nova", CENTRAL_REGION, layout.url(layout.gateway_port, "/compute/v2.1")),
             CatalogEntry("block-storage", "cinder", CENTRAL_REGION, layout.url(layout.gateway_port, "/volume/v3")),
             CatalogEntry("volumev3", "cinderv3", CENTRAL_REGION, layout.url(layout.gateway_port, "/volume/v3")),
-            CatalogEntry("image", "glance", CENTRAL_REGION, layout.url(layout.region_port(layout.regions[0], "glance"))),
+            CatalogEntry("image", "glance", CENTRAL_REGION,
+                         layout.url(layout.region_port(layout.regions[0], "glance"))),
         ]
     return entries
 
@@ -119,7 +122,7 @@ def admin_connection(layout: Layout, region: str = CENTRAL_REGION):
 
     from isthmus.sandbox.layout import STOCK_NEUTRON
 
-    extra = {}
+    extra: dict[str, Any] = {}
     if region == STOCK_NEUTRON:
         region, extra = CENTRAL_REGION, {"network_endpoint_override": layout.url(layout.stock_neutron_port)}
     return openstack.connect(
@@ -148,12 +151,14 @@ def register(layout: Layout) -> None:
     ident.assign_project_role_to_user(demo_project, demo, roles["member"])
     admin = ident.find_user("admin", domain_id=default.id)
     ident.assign_project_role_to_user(demo_project, admin, roles["admin"])
-    services: dict[str, object] = {}
+    services: dict[str, Any] = {}
     for entry in catalog(layout):
         if entry.type not in services:
-            services[entry.type] = ident.find_service(entry.name, ignore_missing=True) or ident.create_service(name=entry.name, type=entry.type)
+            services[entry.type] = (ident.find_service(entry.name, ignore_missing=True)
+                                    or ident.create_service(name=entry.name, type=entry.type))
         for interface in ("public", "internal"):
-            ident.create_endpoint(service_id=services[entry.type].id, interface=interface, url=entry.url, region_id=entry.region)
+            ident.create_endpoint(service_id=services[entry.type].id, interface=interface, url=entry.url,
+                                  region_id=entry.region)
 
 
 def _authenticated(layout: Layout):

@@ -200,7 +200,7 @@ class Layout:
         (self.state_dir / STATE_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
     @classmethod
-    def load(cls, state_dir: Path) -> "Layout | None":
+    def load(cls, state_dir: Path) -> Layout | None:
         path = Path(state_dir) / STATE_FILE
         if not path.exists():
             return None

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from isthmus.render import neutron as render_neutron
 from isthmus.render.ini import ServiceUser
 from isthmus.render.neutron import CENTRAL, LOCAL, PLAIN, NeutronValues
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.dataplane.names import tunnel_ip
-from isthmus.sandbox.nova import compute_host
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, STOCK_NEUTRON, Layout
+from isthmus.sandbox.nova import compute_host
 
 
 def _dir(layout: Layout, region: str) -> Path:
@@ -77,7 +78,7 @@ def _sandbox_agent(layout: Layout, region: str) -> dict:
     ``--dataplane`` a real one, which the dataplane agents tunnel to)."""
     if region in (CENTRAL_REGION, STOCK_NEUTRON) or not layout.compute:
         return {}
-    section = {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}
+    section: dict[str, Any] = {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}
     if layout.dataplane:
         from isthmus.sandbox.dataplane.host import wakeup_socket
 

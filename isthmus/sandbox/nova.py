@@ -113,7 +113,8 @@ def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:
 
 def start_compute(layout: Layout, region: str) -> process.ServiceRecord:
     conf = _compute_config(layout, region)
-    return runtime.start_daemon(layout, f"nova-compute-{region}", [runtime.tool("nova-compute"), "--config-file", str(conf)])
+    return runtime.start_daemon(layout, f"nova-compute-{region}",
+                                [runtime.tool("nova-compute"), "--config-file", str(conf)])
 
 
 def wait_compute_ready(layout: Layout, region: str, conn, record: process.ServiceRecord, timeout: float = 600) -> None:

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from isthmus.sandbox import database, gateway, glance, keystone, nova, neutron, placement, rabbitmq, registry, runtime, xjob
-from isthmus.sandbox import admin_api
-from isthmus.sandbox import cinder, octavia
+import functools
+
+from isthmus.sandbox import (
+    admin_api,
+    cinder,
+    database,
+    gateway,
+    glance,
+    keystone,
+    neutron,
+    nova,
+    octavia,
+    placement,
+    rabbitmq,
+    registry,
+    runtime,
+    xjob,
+)
 from isthmus.sandbox.dag import Step
 from isthmus.sandbox.dataplane import host as dataplane
 from isthmus.sandbox.layout import CENTRAL_REGION, STOCK_NEUTRON, Layout
@@ -26,6 +41,10 @@ def planned_ports(layout: Layout) -> list[tuple[str, int]]:
     if layout.compute:
         ports.append(("isthmus-gateway", layout.gateway_port))
     return ports
+
+
+def _seed_default_rules(layout: Layout, region: str) -> None:
+    neutron.seed_default_rules(keystone.admin_connection(layout, region))
 
 
 def _serve(start):
@@ -58,11 +77,11 @@ def steps(layout: Layout) -> list[Step]:
         # Central's plugin opens the Isthmus DB at start: after its schema exists.
         after = ("isthmus-db",) if region == CENTRAL_REGION else ()
         plan += [
-            Step(f"neutron-setup-{region}", lambda r=region: neutron.prepare(layout, r), what="schema"),
+            Step(f"neutron-setup-{region}", functools.partial(neutron.prepare, layout, region), what="schema"),
             Step(f"neutron-{region}", _serve(lambda r=region: neutron.start(layout, r)),
                  (f"neutron-setup-{region}", *infra, *after), "starting, waiting for health"),
             Step(f"neutron-defaults-{region}",
-                 lambda r=region: neutron.seed_default_rules(keystone.admin_connection(layout, r)),
+                 functools.partial(_seed_default_rules, layout, region),
                  (f"neutron-{region}", "catalog"), "default security-group rules"),
         ]
     if layout.stock_neutron:
@@ -87,7 +106,7 @@ def steps(layout: Layout) -> list[Step]:
         plan.append(Step("dataplane-hosts", lambda: dataplane.create_hosts(layout), (),
                          "underlay and one host namespace per region"))
         for region in layout.regions:
-            plan.append(Step(dataplane.agent_name(region), lambda r=region: dataplane.start_agent(layout, r),
+            plan.append(Step(dataplane.agent_name(region), functools.partial(dataplane.start_agent, layout, region),
                              ("dataplane-hosts", f"neutron-{region}", "catalog"), "agent wiring the host from Neutron"))
     return plan
 
@@ -119,7 +138,8 @@ def _compute_steps(layout: Layout, region: str) -> list[Step]:
              (f"nova-setup-{r}", f"placement-{r}", "catalog"), "conductor, scheduler"),
         Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}"),
              "starting, waiting for the host to report"),
-        Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"), f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
+        Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"),
+             f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
         Step(f"cinder-setup-{r}", lambda: cinder.prepare(layout, r), ("mariadb", "rabbitmq"), "db sync"),
         Step(f"cinder-api-{r}", _serve(lambda: cinder.start_api(layout, r)), (f"cinder-setup-{r}",), "starting"),
         Step(f"cinder-volume-{r}", volumes, (f"cinder-api-{r}", "catalog"), "scheduler, volume (no-disk backend)"),

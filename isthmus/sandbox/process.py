@@ -16,8 +16,8 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 
 class SandboxError(RuntimeError):
@@ -40,7 +40,7 @@ class ServiceRecord:
         (run_dir / f"{self.name}.json").write_text(json.dumps(dataclasses.asdict(self)))
 
     @classmethod
-    def load_all(cls, run_dir: Path) -> list["ServiceRecord"]:
+    def load_all(cls, run_dir: Path) -> list[ServiceRecord]:
         if not run_dir.is_dir():
             return []
         records = [cls(**json.loads(p.read_text())) for p in run_dir.glob("*.json")]
@@ -126,7 +126,8 @@ def run(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None, wh
     with open(log, "ab") as out:
         out.write(f"\n$ {' '.join(argv)}\n".encode())
         out.flush()
-        result = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=full_env)
+        result = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=full_env)
     if result.returncode != 0:
         raise SandboxError(f"{what or argv[0]} failed (exit {result.returncode}); read {log}")
 

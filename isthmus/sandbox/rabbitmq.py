@@ -19,7 +19,8 @@ def transport_url(layout: Layout, region: str) -> str:
 def _ctl(*args: str, check: bool = True) -> str:
     result = subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=60)
     if check and result.returncode != 0:
-        raise process.SandboxError(f"rabbitmqctl {' '.join(args)} failed: {result.stderr.strip() or result.stdout.strip()}")
+        raise process.SandboxError(f"rabbitmqctl {' '.join(args)} failed: "
+                                   f"{result.stderr.strip() or result.stdout.strip()}")
     return result.stdout
 
 
@@ -27,7 +28,8 @@ def ensure_running() -> None:
     if process.port_is_listening(PORT):
         return
     if not shutil.which("rabbitmq-server"):
-        raise process.SandboxError(f"RabbitMQ is not installed and nothing listens on {HOST}:{PORT}; run: {INSTALL_HINT}")
+        raise process.SandboxError(f"RabbitMQ is not installed and nothing listens on {HOST}:{PORT}; "
+                                   f"run: {INSTALL_HINT}")
     subprocess.run(["rabbitmq-server", "-detached"], check=False, capture_output=True)
     process.wait_until(lambda: process.port_is_listening(PORT), f"waiting for RabbitMQ on {HOST}:{PORT}", 60)
 

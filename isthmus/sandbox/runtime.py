@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from isthmus.sandbox import process
 from isthmus.sandbox.layout import Layout
@@ -60,20 +60,22 @@ def gunicorn_ready_line(port: int) -> str:
     return f"Listening at: http://127.0.0.1:{port}"
 
 
-def start_daemon(layout: Layout, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> process.ServiceRecord:
+def start_daemon(layout: Layout, name: str, argv: list[str],
+                 env: Mapping[str, str] | None = None) -> process.ServiceRecord:
     return process.start(name, argv, log=layout.logs / f"{name}.log", run_dir=layout.run, env=env)
 
 
 def wait_http(record: process.ServiceRecord, timeout: float = 600) -> float:
     """Until the URL answers *and* (for gunicorn) our process says it listens on the
     port: another process on a port we lost a race for must not pass for ours."""
-    assert record.url
+    url = record.url
+    assert url
 
     def ready() -> bool:
         own = record.ready_line is None or process.logged_since_start(record, record.ready_line)
-        return own and process.http_ok(record.url)
+        return own and process.http_ok(url)
 
-    return process.wait_until(ready, f"waiting for {record.url}", timeout, record)
+    return process.wait_until(ready, f"waiting for {url}", timeout, record)
 
 
 def retry(fn, what: str, timeout: float = 60, interval: float = 1.0):

@@ -61,7 +61,8 @@ def run(layout: Layout, keep: bool = False, out: TextIO = sys.stdout) -> int:
         name = f"tour-{region.lower()}"
         started = time.monotonic()
         say(f"booting server {name} on {net.id} (image {image.name}, flavor {flavor.name}) ...")
-        server = conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[{"uuid": net.id}])
+        server = conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id,
+                                            networks=[{"uuid": net.id}])
         server = conn.compute.wait_for_server(server, wait=240)
         # Binding attributes are admin-only: read the port as admin.
         port = next(iter(_connect(layout, region, user="admin").network.ports(device_id=server.id)))
@@ -132,7 +133,7 @@ def _show_sharing(layout: Layout, say, network_id: str, rows) -> None:
 def _table(say, header, rows) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        say("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+        say("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)))
 
 
 def _cleanup_servers(conn, server_name: str) -> None:

@@ -174,7 +174,7 @@ class Collector:
     central_region: str = CENTRAL_REGION
     interface: str = "public"
     timeout: float = DEFAULT_TIMEOUT
-    now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
+    now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
 
     def reader(self, service_type: str, region: str | None) -> Reader:
         return Reader(self.session, service_type, region, self.interface, self.timeout)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+
 from isthmus.topology.model import NetworkBand, NetworkCopy, PortView, Topology
 
 FORMATS = ("table", "json", "yaml", "dot")
@@ -116,7 +117,8 @@ def to_dot(topology: Topology) -> str:
             half = router.halves.get(region.name)
             if half is not None:
                 color = ", color=red" if half.drift else ""
-                lines.append(f'    {_q("half:" + half.id)} [label={_q("half of " + router.name)}, shape=hexagon{color}];')
+                lines.append(f'    {_q("half:" + half.id)} [label={_q("half of " + router.name)}, '
+                             f'shape=hexagon{color}];')
         lines.append("  }")
     for router in topology.routers:
         lines.append(f'  {_q("router:" + router.id)} [label={_q("router " + router.name)}, shape=hexagon];')

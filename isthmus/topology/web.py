@@ -22,9 +22,8 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from wsgiref import simple_server
 
 from isthmus.topology.model import Topology

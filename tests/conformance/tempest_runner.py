@@ -212,7 +212,7 @@ def run_both(layout, list_name: str, out: Path, concurrency: int) -> dict[Target
     pair = targets(layout.regions[0])
     with ThreadPoolExecutor(len(pair)) as pool:
         outcomes = list(pool.map(lambda t: run(layout, t, list_name, out, concurrency), pair))
-    return dict(zip(pair, outcomes))
+    return dict(zip(pair, outcomes, strict=True))
 
 
 def confirmed_regressions(layout, list_name: str, out: Path, direct: Outcome, isthmus: Outcome,
@@ -229,11 +229,12 @@ def confirmed_regressions(layout, list_name: str, out: Path, direct: Outcome, is
 def parse_subunit(data: bytes) -> Outcome:
     import subunit
     import testtools
+    from testtools.testresult.real import TestDict
 
     outcome = Outcome()
     statuses: dict[str, str] = {}
 
-    def record(test: dict) -> None:
+    def record(test: TestDict) -> None:
         statuses[_test_id(test["id"])] = test["status"]
 
     stream = subunit.ByteStreamToStreamResult(io.BytesIO(data), non_subunit_name="stdout")

@@ -107,9 +107,17 @@ def _neutron_attribute_schema(name: str, attr: Mapping[str, Any]) -> dict[str, A
 def neutron_schemas() -> dict[str, dict[str, Any]]:
     """{collection: {"create": schema, "update": schema}} of the sandbox's Neutron."""
     from neutron.extensions import securitygroup
-    from neutron_lib.api.definitions import (allowedaddresspairs, extra_dhcp_opt, network,
-                                             network_availability_zone, port, port_security, portbindings,
-                                             provider_net, subnet)
+    from neutron_lib.api.definitions import (
+        allowedaddresspairs,
+        extra_dhcp_opt,
+        network,
+        network_availability_zone,
+        port,
+        port_security,
+        portbindings,
+        provider_net,
+        subnet,
+    )
 
     maps: dict[str, dict[str, Any]] = {}
     for definition in (network, subnet, port, portbindings, port_security, provider_net, allowedaddresspairs,
@@ -157,8 +165,15 @@ def neutron_api(schemas: Mapping[str, Any]) -> Api:
 # --- Nova and Cinder ------------------------------------------------------------------
 
 def nova_schemas() -> dict[str, Any]:
-    from nova.api.openstack.compute.schemas import (flavors, keypairs, quota_sets, server_groups,
-                                                    server_metadata, servers, volume_attachments)
+    from nova.api.openstack.compute.schemas import (
+        flavors,
+        keypairs,
+        quota_sets,
+        server_groups,
+        server_metadata,
+        servers,
+        volume_attachments,
+    )
 
     return {
         "servers.create": servers.create, "servers.update": servers.update, "servers.reboot": servers.reboot,
@@ -283,7 +298,7 @@ def read_schemas(services: tuple[str, ...] = ("neutron", "nova", "cinder"), time
         return json.loads(done.stdout)
 
     with ThreadPoolExecutor(len(services)) as pool:
-        return dict(zip(services, pool.map(read, services)))
+        return dict(zip(services, pool.map(read, services), strict=True))
 
 
 def _main(service: str) -> None:

@@ -69,9 +69,11 @@ def http_sender(base_url: str, timeout: float = TIMEOUT) -> Callable[..., int]:
     from requests.utils import requote_uri
 
     base = urlsplit(base_url)
+    host = base.hostname
+    assert host is not None, base_url
 
     def send(method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> int:
-        conn = http.client.HTTPConnection(base.hostname, base.port, timeout=timeout)
+        conn = http.client.HTTPConnection(host, base.port, timeout=timeout)
         try:
             conn.putrequest(method, requote_uri(base.path.rstrip("/") + path), skip_accept_encoding=True)
             for name, value in {**headers, "Content-Length": str(len(body or b""))}.items():
@@ -161,14 +163,14 @@ def table(results: list[PairResult]) -> str:
     rows = [head]
     for r in results:
         def cls(side: str) -> str:
-            if side == "stock" and all(o.stock is None for o in r.outcomes):
+            if side == "stock" and all(o.stock is None for o in r.outcomes):  # noqa: B023 - called within this iteration
                 return "- (own spec)"
-            c = r.classes(side)
+            c = r.classes(side)  # noqa: B023 - called within this iteration
             return f"{c['2xx']}/{c['4xx']}/{c['5xx']}"
         rows.append((r.pair, str(r.seed), str(len(r.outcomes)), cls("stock"), cls("isthmus"), str(len(r.diffs)),
                      f"{r.seconds:.0f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in rows]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 

@@ -21,7 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
 
@@ -317,7 +319,8 @@ def _body_for(draw, schema: Mapping[str, Any] | None) -> tuple[bytes | None, str
         size = draw(st.sampled_from((256, 4096, 65_536, 200_000)))
         return _dumps(_replace(base, where, "x" * size)), f"{size}-char string at {label}"
     depth = draw(st.sampled_from((50, 500, 3000)))
-    text = _dumps(_replace(base, where, DEEP_MARK)).replace(_dumps(DEEP_MARK), ("[" * depth + "1" + "]" * depth).encode())
+    nested = ("[" * depth + "1" + "]" * depth).encode()
+    text = _dumps(_replace(base, where, DEEP_MARK)).replace(_dumps(DEEP_MARK), nested)
     return text, f"{depth}-deep value at {label}"
 
 

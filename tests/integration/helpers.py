@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import openstack.exceptions as os_exc
 
+from isthmus.sandbox.layout import Layout
+
 CENTRAL = "CentralRegion"
+
+
+def sandbox_layout(state_dir: Path) -> Layout:
+    """The layout of a sandbox that is up (its state directory has one)."""
+    layout = Layout.load(state_dir)
+    assert layout is not None, f"no sandbox in {state_dir}"
+    return layout
 
 
 def eventually(check, timeout: float = 120, interval: float = 1.0, what="condition"):

@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 from tests.integration import admin_handlers
 from tests.integration.admin_handlers import BLOCK, FAIL, TOUCH
+from tests.integration.helpers import sandbox_layout
 from tests.sandboxes import BIN, load_test_job_types
 
 pytestmark = pytest.mark.integration
@@ -32,7 +34,7 @@ pytestmark = pytest.mark.integration
 
 @dataclass
 class AdminSandbox:
-    layout: object
+    layout: Layout
     url: str  # the multiregion endpoint, from the catalog
     tokens: dict[str, str]
     projects: dict[str, str]
@@ -40,8 +42,10 @@ class AdminSandbox:
     def call(self, method: str, path: str, body=None, *, as_: str | None = "admin", token: str | None = None,
              params=None) -> requests.Response:
         headers = {}
-        if as_ is not None or token is not None:
-            headers["X-Auth-Token"] = token or self.tokens[as_]
+        if token:
+            headers["X-Auth-Token"] = token
+        elif as_ is not None:
+            headers["X-Auth-Token"] = self.tokens[as_]
         return requests.request(method, self.url.rstrip("/") + path, json=body, headers=headers, params=params,
                                 timeout=30)
 
@@ -87,9 +91,7 @@ def _session(layout, user: str, project: str):
 
 @pytest.fixture(scope="module")
 def admin(sandbox):
-    from isthmus.sandbox.layout import CENTRAL_REGION, Layout
-
-    layout = Layout.load(sandbox.state_dir)
+    layout = sandbox_layout(sandbox.state_dir)
     sessions = {"admin": _session(layout, "admin", "admin"), "demo": _session(layout, "demo", "demo")}
     url = sessions["admin"].get_endpoint(service_type="multiregion", interface="public", region_name=CENTRAL_REGION)
     found = AdminSandbox(layout, url, {k: s.get_token() for k, s in sessions.items()},

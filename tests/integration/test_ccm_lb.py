@@ -20,6 +20,7 @@ module) and the per-region networks go at the end. The outage test stops
 from __future__ import annotations
 
 import asyncio
+import functools
 import subprocess
 import time
 import uuid
@@ -140,6 +141,13 @@ def events_of(kmock: Any, name: str) -> list[tuple[str, str, str]]:
 
 # --- OpenStack side -------------------------------------------------------------------------
 
+def existing_service(kmock: Any, name: str) -> dict:
+    """The Service, which the test expects to exist."""
+    found = service(kmock, name)
+    assert found is not None, f"no Service {name}"
+    return found
+
+
 def lb_name(world: LBWorld, svc: str) -> str:
     return f"kube_service_{world.tag}_default_{svc}"
 
@@ -241,11 +249,11 @@ async def test_nodes_in_both_regions_get_a_load_balancer_in_each(kmock: Any, lbw
     assert not outcome.failed, outcome
     for region, pairs in (("RegionOne", [("10.130.0.21", 30080)]),
                           ("RegionTwo", [("10.131.0.21", 30080), ("10.131.0.22", 30080)])):
-        tree = await in_thread(lambda r=region: lb_tree(lbworld, r, lb_name(lbworld, name)))
+        tree = await in_thread(functools.partial(lb_tree, lbworld, region, lb_name(lbworld, name)))
         assert tree is not None and tree["status"] == "ACTIVE", region
         assert tree["vip_subnet"] == lbworld.subnets[region]
         assert tree["listeners"][("TCP", 80)]["members"] == members(lbworld, region, *pairs), region
-    assert service(kmock, name)["status"]["loadBalancer"]["ingress"] == [{"ip": VIP}]  # one VIP, both regions'
+    assert existing_service(kmock, name)["status"]["loadBalancer"]["ingress"] == [{"ip": VIP}]  # one VIP, both regions'
 
     # RegionOne's only node leaves: RegionOne's load balancer goes, RegionTwo's stays
     await in_thread(lambda: core_api(kmock).delete_node("b-one"))
@@ -257,7 +265,7 @@ async def test_nodes_in_both_regions_get_a_load_balancer_in_each(kmock: Any, lbw
     await in_thread(ctl.sync)
     assert service(kmock, name) is None
     for region in REGIONS:
-        assert await in_thread(lambda r=region: lb_tree(lbworld, r, lb_name(lbworld, name))) is None
+        assert await in_thread(functools.partial(lb_tree, lbworld, region, lb_name(lbworld, name))) is None
 
 
 def sandbox_service(action: str, state_dir: Path, name: str) -> None:
@@ -286,11 +294,12 @@ async def test_region_two_octavia_down_deletes_nothing_and_converges_after(kmock
         outcome = (await in_thread(ctl.sync))[f"default/{name}"]
         assert list(outcome.failed) == ["RegionTwo"], outcome
         tree = await in_thread(lambda: lb_tree(lbworld, "RegionOne", lb_name(lbworld, name)))
+        assert tree is not None
         assert tree["listeners"][("TCP", 80)]["members"] == members(
             lbworld, "RegionOne", ("10.130.0.31", 30080), ("10.130.0.32", 30080))
         warnings = [e for e in events_of(kmock, name) if e[0] == "Warning"]
         assert any(e[1] == "SyncLoadBalancerFailed" and "region RegionTwo" in e[2] for e in warnings), warnings
-        assert service(kmock, name)["status"]["loadBalancer"]["ingress"] == [{"ip": VIP}]
+        assert existing_service(kmock, name)["status"]["loadBalancer"]["ingress"] == [{"ip": VIP}]
 
         # deleted while RegionTwo is away: RegionOne is cleaned, the finalizer holds the Service
         await in_thread(lambda: core_api(kmock).delete_namespaced_service(name, "default"))
@@ -344,7 +353,7 @@ async def test_isthmus_ccm_process_runs_the_service_controller(kmock: Any, lbwor
                 break
             await asyncio.sleep(0.5)
         assert proc.poll() is None, log.read_text()
-        assert service(kmock, name)["status"]["loadBalancer"]["ingress"] == [{"ip": VIP}], log.read_text()
+        assert existing_service(kmock, name)["status"]["loadBalancer"]["ingress"] == [{"ip": VIP}], log.read_text()
         tree = await in_thread(lambda: lb_tree(lbworld, "RegionOne", lb_name(lbworld, name)))
         assert tree is not None and tree["listeners"][("TCP", 80)]["members"] == members(
             lbworld, "RegionOne", ("10.130.0.41", 30080))

@@ -14,12 +14,13 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.layout import Layout
-from tests.integration.helpers import CENTRAL, delete_network, eventually
+from tests.integration.helpers import CENTRAL, delete_network, eventually, sandbox_layout
 from tests.integration.tour import shared_tour
 from tests.sandboxes import BIN, free_base_port, isthmus
 
@@ -30,7 +31,7 @@ PING_DEADLINE = 180  # seconds: shadows come from the job worker, on two busy co
 
 @pytest.fixture
 def layout(sandbox) -> Layout:
-    layout = Layout.load(sandbox.state_dir)
+    layout = sandbox_layout(sandbox.state_dir)
     if not layout.dataplane:
         pytest.skip("the sandbox runs without --dataplane (needs root)")
     return layout
@@ -96,7 +97,7 @@ class Pair:
 def pair(sandbox):
     """Shared by the tests below (each boot costs seconds on two cores); each test
     leaves the two servers pinging each other again."""
-    layout = Layout.load(sandbox.state_dir)
+    layout = sandbox_layout(sandbox.state_dir)
     if not layout.dataplane:
         pytest.skip("the sandbox runs without --dataplane (needs root)")
     central = sandbox.connect(CENTRAL)
@@ -264,7 +265,8 @@ def routed(sandbox, layout):
     the external network as admin), and its servers, removed afterwards."""
     central = sandbox.connect(CENTRAL)
     admin_central = sandbox.connect(CENTRAL, cloud="isthmus-admin")
-    made = {"networks": [], "routers": [], "fips": [], "external": [], "name": f"dpl3-{uuid.uuid4().hex[:8]}"}
+    made: dict[str, Any] = {"networks": [], "routers": [], "fips": [], "external": [],
+                            "name": f"dpl3-{uuid.uuid4().hex[:8]}"}
     yield central, made
     for region in sandbox.regions:
         conn = sandbox.connect(region)
@@ -279,9 +281,9 @@ def routed(sandbox, layout):
             central.network.remove_interface_from_router(router.id, port=port.id)
         central.network.delete_router(router.id, ignore_missing=True)
     for net in made["networks"]:
-        eventually(lambda: delete_network(central, net.id), timeout=120, what=f"delete of network {net.id}")
+        eventually(lambda: delete_network(central, net.id), timeout=120, what=f"delete of network {net.id}")  # noqa: B023 - polled within this iteration
     for net in made["external"]:
-        eventually(lambda: delete_network(admin_central, net.id), timeout=120, what=f"delete of network {net.id}")
+        eventually(lambda: delete_network(admin_central, net.id), timeout=120, what=f"delete of network {net.id}")  # noqa: B023 - polled within this iteration
 
 
 def _boot(sandbox, region: str, name: str, network_id: str):

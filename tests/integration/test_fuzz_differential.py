@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fuzz import apis, campaign, targets
+from tests.integration.helpers import sandbox_layout
 
 # Alone: a timeout caused by other tests' load must not read as a 5xx Isthmus added.
 pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
@@ -21,9 +22,8 @@ COUNTS = {"neutron-central": 200, "neutron-region": 200, "nova-gateway": 100, "c
 
 @pytest.fixture(scope="module")
 def fuzz(sandbox):
-    from isthmus.sandbox.layout import Layout
 
-    layout = Layout.load(sandbox.state_dir)
+    layout = sandbox_layout(sandbox.state_dir)
     if not layout.stock_neutron:
         pytest.fail(f"the sandbox in {sandbox.state_dir} has no stock Neutron; start it with --stock-neutron")
     run = targets.start(layout)

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
+from tests.integration.helpers import sandbox_layout
 from tests.sandboxes import BIN
 
 pytestmark = pytest.mark.integration
@@ -35,11 +36,10 @@ def cli(sandbox, *args: str, cloud: str = "isthmus-demo", check: bool = True) ->
 class Gateway:
     def __init__(self, sandbox) -> None:
         from isthmus.sandbox.glance import TINY_IMAGE_ID
-        from isthmus.sandbox.layout import Layout
         from isthmus.sandbox.nova import FLAVOR_ID
 
         self.sandbox = sandbox
-        self.layout = Layout.load(sandbox.state_dir)
+        self.layout = sandbox_layout(sandbox.state_dir)
         self.url = f"http://127.0.0.1:{self.layout.gateway_port}"
         self.compute = self.url + "/compute/v2.1"
         self.image, self.flavor = TINY_IMAGE_ID, FLAVOR_ID
@@ -267,7 +267,7 @@ def test_19_21_23_merged_sorted_paginated_with_gateway_links(gw):
     assert created == sorted(created, reverse=True)
     assert {s["OS-EXT-AZ:availability_zone"] for s in mine} == {"az1", "az2"}
     for s in mine:
-        assert all(l["href"].startswith(gw.url + "/compute/") for l in s["links"])
+        assert all(link["href"].startswith(gw.url + "/compute/") for link in s["links"])
     named = gw.call("GET", f"/servers?name={tag}-1").json()["servers"]
     assert [s["id"] for s in named] == [ids[1]]
     # Pages of 2 over the whole list reproduce it, with gateway next links.
@@ -277,7 +277,7 @@ def test_19_21_23_merged_sorted_paginated_with_gateway_links(gw):
         pages += 1
         assert len(page["servers"]) <= 2
         seen += [s["id"] for s in page["servers"]]
-        nxt = [l["href"] for l in page.get("servers_links", []) if l["rel"] == "next"]
+        nxt = [link["href"] for link in page.get("servers_links", []) if link["rel"] == "next"]
         if nxt:
             assert nxt[0].startswith(gw.compute + "/servers/detail?") and "marker=" in nxt[0]
         url = nxt[0] if nxt else None
@@ -343,7 +343,7 @@ def test_28_images_through_the_gateway(gw):
     tiny = [i for i in detail if i["id"] == gw.image][0]
     for key in ("status", "minRam", "minDisk", "metadata"):
         assert key in tiny
-    assert all(l["href"].startswith(gw.url) for l in tiny["links"] if l["rel"] != "alternate")
+    assert all(link["href"].startswith(gw.url) for link in tiny["links"] if link["rel"] != "alternate")
     assert gw.call("GET", f"/images/{uuid.uuid4()}").status_code == 404
 
 

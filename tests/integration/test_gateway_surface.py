@@ -245,7 +245,7 @@ def test_aggregates_merged_read_only_admin_view(sg):
         by_name = {a["name"]: a for a in listed.json()["aggregates"]}
         ours = [by_name[a.name] for a in made.values()]
         assert len({a["id"] for a in listed.json()["aggregates"]}) == len(listed.json()["aggregates"])
-        for region, regional in made.items():
+        for regional in made.values():
             number = by_name[regional.name]["id"]
             shown = sg.call("GET", f"/os-aggregates/{number}", "isthmus-admin")
             assert shown.status_code == 200 and shown.json()["aggregate"]["name"] == regional.name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -133,7 +134,7 @@ def test_20_21_az_filter_and_pagination_sorted_by_name(vg):
     while url:
         page = vg.call("GET", url).json()
         seen += [v["id"] for v in page["volumes"]]
-        nxt = [l["href"] for l in page.get("volumes_links", []) if l["rel"] == "next"]
+        nxt = [link["href"] for link in page.get("volumes_links", []) if link["rel"] == "next"]
         if nxt:
             assert nxt[0].startswith(vg.volume + "/volumes/detail?")
         url = nxt[0] if nxt else None
@@ -262,7 +263,7 @@ def tagged_volumes(vg: Volumes, tag: str, sizes: dict[str, list[int]]) -> list[d
 
 
 def by_tag(tag: str) -> str:
-    return "metadata=" + requests.utils.quote(json.dumps({"tag": tag}))
+    return "metadata=" + urllib.parse.quote(json.dumps({"tag": tag}))
 
 
 def test_merged_volume_pages_link_the_next_when_full_and_honour_offset(vg):
@@ -270,7 +271,8 @@ def test_merged_volume_pages_link_the_next_when_full_and_honour_offset(vg):
     volumes = tagged_volumes(vg, tag, {"az1": [1, 1], "az2": [1, 1]})
     ordered = sorted(v["name"] for v in volumes)
     for detail in ("", "/detail"):
-        url, pages, seen = f"{vg.volume}/volumes{detail}?{by_tag(tag)}&sort=name:asc&limit=2", 0, []
+        url: str | None = f"{vg.volume}/volumes{detail}?{by_tag(tag)}&sort=name:asc&limit=2"
+        pages, seen = 0, []
         while url:
             doc = vg.call("GET", url).json()
             pages += 1
@@ -296,7 +298,7 @@ def test_snapshot_brief_list_is_cinders_summary_view_merged(vg):
     def snapshots(query: str) -> dict:
         return vg.vcall("GET", f"/snapshots?{by_tag(tag)}&{query}", headers=METADATA_FILTER).json()
 
-    made = []
+    made: list[str] = []
     for volume in volumes + volumes[:1]:
         body = {"snapshot": {"volume_id": volume["id"], "name": f"{tag}-{len(made)}", "metadata": {"tag": tag}}}
         resp = vg.vcall("POST", "/snapshots", json=body)

@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 import openstack.exceptions as os_exc
 import pytest
 
-pytestmark = pytest.mark.integration
+from tests.integration.helpers import CENTRAL, delete_network, eventually, sandbox_layout
 
-from tests.integration.helpers import CENTRAL, delete_network, eventually
+pytestmark = pytest.mark.integration
 
 
 def boot(conn, name: str, network_id: str | None = None, port_id: str | None = None):
@@ -118,7 +118,7 @@ def test_servers_in_two_regions_share_one_network(sandbox, central, admin, stret
                 continue
             (remote,) = list(admin[other].network.ports(device_id=servers[other].id, device_owner="compute:az"
                                                         + str(sandbox.regions.index(other) + 1)))
-            shadow = eventually(lambda: _port_or_none(admin[region], remote.id), what=f"shadow in {region}")
+            shadow = eventually(lambda: _port_or_none(admin[region], remote.id), what=f"shadow in {region}")  # noqa: B023 - polled within this iteration
             assert shadow.device_owner == "compute:shadow"
             assert (shadow.mac_address, shadow.fixed_ips) == (remote.mac_address, remote.fixed_ips)
             assert shadow.binding_host_id == f"{other.lower()}-compute"
@@ -227,9 +227,9 @@ def test_network_and_subnet_updates_reach_every_region(sandbox, central, admin, 
     central.network.update_network(net, description="stretched across regions")
     central.network.update_subnet(subnet, dns_nameservers=["192.0.2.53"])
     for region in sandbox.regions:
-        eventually(lambda: admin[region].network.get_network(net.id).description == "stretched across regions",
+        eventually(lambda: admin[region].network.get_network(net.id).description == "stretched across regions",  # noqa: B023 - polled within this iteration
                    what=f"description in {region}")
-        eventually(lambda: admin[region].network.get_subnet(subnet.id).dns_nameservers == ["192.0.2.53"],
+        eventually(lambda: admin[region].network.get_subnet(subnet.id).dns_nameservers == ["192.0.2.53"],  # noqa: B023 - polled within this iteration
                    what=f"dns in {region}")
         assert admin[region].network.get_subnet(subnet.id).gateway_ip == gateways[region]
 
@@ -259,26 +259,26 @@ def test_security_group_rules_follow_central_with_remote_group_members(sandbox, 
                         if r["direction"] == "ingress"}
             # The remote member is in the group's address group here, named by one
             # companion of the remote-group rule; no /32 rule per member.
-            members = eventually(lambda: (m := _members_here(admin[region], group)) and
-                                 m["addresses"] == [f"{remote_ip}/32"] and m, what=f"members in {region}")
-            eventually(lambda: _companions(admin[region], group.id) == {("tcp", 80, members["id"])},
+            members = eventually(lambda: (m := _members_here(admin[region], group)) and  # noqa: B023 - polled within this iteration
+                                 m["addresses"] == [f"{remote_ip}/32"] and m, what=f"members in {region}")  # noqa: B023 - polled within this iteration
+            eventually(lambda: _companions(admin[region], group.id) == {("tcp", 80, members["id"])},  # noqa: B023 - polled within this iteration
                        what=f"companion rule in {region}")
             assert {("tcp", 22, None), ("tcp", 80, None)} <= rules()
             assert not any(prefix and prefix.endswith("/32") for (_, _, prefix) in rules())
         central.network.delete_security_group_rule(ssh)
         for region in sandbox.regions:
             eventually(lambda: not any(r["port_range_min"] == 22 for r in
-                                       admin[region].network.get_security_group(group.id).security_group_rules),
+                                       admin[region].network.get_security_group(group.id).security_group_rules),  # noqa: B023 - polled within this iteration
                        what=f"rule removed in {region}")
         # An admin (another project) editing the group syncs the group owner's copies.
         https = admin[CENTRAL].network.create_security_group_rule(
             security_group_id=group.id, direction="ingress", protocol="tcp", port_range_min=443, port_range_max=443,
             ethertype="IPv4")
         for region in sandbox.regions:
-            eventually(lambda: ("tcp", 443, None) in rules(region), what=f"admin's rule in {region}")
+            eventually(lambda: ("tcp", 443, None) in rules(region), what=f"admin's rule in {region}")  # noqa: B023 - polled within this iteration
         admin[CENTRAL].network.delete_security_group_rule(https)
         for region in sandbox.regions:
-            eventually(lambda: ("tcp", 443, None) not in rules(region), what=f"admin's rule gone in {region}")
+            eventually(lambda: ("tcp", 443, None) not in rules(region), what=f"admin's rule gone in {region}")  # noqa: B023 - polled within this iteration
     finally:
         for region, (server, port) in locals().get("servers", {}).items():
             sandbox.connect(region).compute.delete_server(server)
@@ -316,7 +316,7 @@ def test_default_group_members_in_other_regions_are_one_address_group(sandbox, c
         addresses[region] = f"{port.fixed_ips[0]['ip_address']}/32"
     for region in sandbox.regions:
         (other,) = [r for r in sandbox.regions if r != region]
-        eventually(lambda: (_members_here(admin[region], default) or {}).get("addresses") == [addresses[other]],
+        eventually(lambda: (_members_here(admin[region], default) or {}).get("addresses") == [addresses[other]],  # noqa: B023 - polled within this iteration
                    what=f"{other}'s VM in {region}'s address group")
         members = _members_here(admin[region], default)
         copy = admin[region].network.get_security_group(default.id)
@@ -405,7 +405,7 @@ def test_deleting_ports_and_networks_reaches_every_copy(sandbox, central, admin)
     sandbox.connect(sandbox.regions[1]).compute.wait_for_delete(two, wait=120)
     eventually(lambda: delete_network(central, net.id), timeout=60, what="network delete")
     for region in sandbox.regions:
-        eventually(lambda: _network_or_none(admin[region], net.id) is None, what=f"copy gone in {region}")
+        eventually(lambda: _network_or_none(admin[region], net.id) is None, what=f"copy gone in {region}")  # noqa: B023 - polled within this iteration
 
 
 # ------------------------------------------------ outages, drift, worker crashes
@@ -473,9 +473,8 @@ def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
         assert _port_or_none(admin[one], port_two.id) is None  # no worker, no shadow yet
         from isthmus.db import make_engine
         from isthmus.jobs import JobStatus, JobStore
-        from isthmus.sandbox.layout import Layout
 
-        job = JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).find("network_sync", net.id)
+        job = JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).find("network_sync", net.id)
         assert job is not None and job.status == JobStatus.NEW  # queued durably, waiting for a worker
     finally:
         _isthmus(sandbox, "sandbox", "restart", "isthmus-xjob")
@@ -488,7 +487,6 @@ def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
 def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, admin, stretched):
     """B17: with ``[isthmus] cross_region_l2 = noop`` no region holds shadow ports."""
     from isthmus.sandbox import xjob
-    from isthmus.sandbox.layout import Layout
 
     net, _ = stretched
     one, two = sandbox.regions
@@ -498,13 +496,13 @@ def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, 
         server = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
         (ports[region],) = list(admin[region].network.ports(device_id=server.id))
     eventually(lambda: _port_or_none(admin[one], ports[two].id), what="shadow before noop")
-    override = xjob.config_dir(Layout.load(sandbox.state_dir)) / "l2.conf"
+    override = xjob.config_dir(sandbox_layout(sandbox.state_dir)) / "l2.conf"
     override.write_text("[isthmus]\ncross_region_l2 = noop\n")
     try:
         _isthmus(sandbox, "sandbox", "restart", "isthmus-xjob")
         _enqueue(sandbox, "network_sync", net.id)
         for region in (one, two):
-            eventually(lambda: not list(admin[region].network.ports(network_id=net.id, device_owner="compute:shadow")),
+            eventually(lambda: not list(admin[region].network.ports(network_id=net.id, device_owner="compute:shadow")),  # noqa: B023 - polled within this iteration
                        what=f"no shadows in {region}")
     finally:
         override.unlink()
@@ -517,9 +515,8 @@ def _enqueue(sandbox, job_type: str, resource_id: str) -> None:
     """As ``openstack multiregion job create`` does."""
     from isthmus.db import make_engine
     from isthmus.jobs import JobStore
-    from isthmus.sandbox.layout import Layout
 
-    JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).enqueue(job_type, resource_id)
+    JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).enqueue(job_type, resource_id)
 
 
 # ------------------------------------------- provider networks, SG deletes, port reuse
@@ -545,7 +542,7 @@ def test_vlan_network_copies_keep_physnet_and_segmentation_id(sandbox, admin):
                 admin[CENTRAL].network.delete_port(port, ignore_missing=True)
         eventually(lambda: delete_network(admin[CENTRAL], top.id), timeout=60)
         for region in sandbox.regions:
-            eventually(lambda: _network_or_none(admin[region], top.id) is None, what=f"copy gone in {region}")
+            eventually(lambda: _network_or_none(admin[region], top.id) is None, what=f"copy gone in {region}")  # noqa: B023 - polled within this iteration
 
 
 def _sg_or_none(conn, sg_id):
@@ -566,7 +563,7 @@ def test_deleting_a_security_group_at_central_deletes_every_copy(sandbox, centra
         servers[region] = (conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240), port)
     for region in sandbox.regions:
         assert admin[region].network.get_security_group(group.id).id == group.id
-    for region, (server, port) in servers.items():
+    for region, (server, _port) in servers.items():
         sandbox.connect(region).compute.delete_server(server)
     for region, (server, port) in servers.items():
         sandbox.connect(region).compute.wait_for_delete(server, wait=120)
@@ -576,7 +573,7 @@ def test_deleting_a_security_group_at_central_deletes_every_copy(sandbox, centra
         # Ask the regional Neutron without the local plugin's copy-on-GET: list by id
         # as admin is not a GET by id of the group (which would re-copy it if central
         # still had it).
-        eventually(lambda: not [g for g in admin[region].network.security_groups(project_id=group.project_id)
+        eventually(lambda: not [g for g in admin[region].network.security_groups(project_id=group.project_id)  # noqa: B023 - polled within this iteration
                                 if g.id == group.id], what=f"group copy gone in {region}")
         assert _sg_or_none(admin[region], group.id) is None
 
@@ -599,8 +596,7 @@ def test_a_port_moves_between_regions_with_its_server(sandbox, central, admin, s
         eventually(lambda: not central_port(admin, port.id).binding_host_id, what=f"unbound after {region}")
     from isthmus.db import make_engine
     from isthmus.jobs import JobStatus, JobStore
-    from isthmus.sandbox.layout import Layout
 
-    store = JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url))
+    store = JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url))
     eventually(lambda: getattr(store.find("network_sync", net.id), "status", None) == JobStatus.SUCCESS,
                what="network_sync SUCCESS")

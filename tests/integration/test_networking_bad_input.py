@@ -6,10 +6,13 @@ Requests go as raw REST calls, so the status and fault text are what a client se
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+
+from tests.integration.helpers import sandbox_layout
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +27,7 @@ class Bad:
     path: Callable[[dict], str]
     body: Callable[[dict], dict[str, Any]]
     status: int
-    names: tuple[str, ...]  # each must appear in the fault message
+    names: tuple[str | Callable[[dict], str], ...]  # each must appear in the fault message
     cloud: str = "isthmus-demo"  # or SERVICE: the user regions report bindings as
 
 
@@ -112,10 +115,10 @@ def _connect(sandbox, region: str, cloud: str):
         return sandbox.connect(region, cloud=cloud)
     import openstack
 
-    from isthmus.sandbox.layout import PASSWORD, Layout
+    from isthmus.sandbox.layout import PASSWORD
 
     # binding:profile is the service role's (Neutron's policy): the regions' user.
-    return openstack.connect(auth_url=Layout.load(sandbox.state_dir).auth_url, username="isthmus",
+    return openstack.connect(auth_url=sandbox_layout(sandbox.state_dir).auth_url, username="isthmus",
                              password=PASSWORD, project_name="service", user_domain_name="Default",
                              project_domain_name="Default", region_name=region)
 

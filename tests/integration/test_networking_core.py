@@ -4,10 +4,11 @@ wiped on a read that failed or a 404 central never recorded as its own delete.""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC
 
 import pytest
 
-from tests.integration.helpers import CENTRAL, eventually
+from tests.integration.helpers import CENTRAL, eventually, sandbox_layout
 from tests.integration.test_networking import (
     _enqueue,
     _isthmus,
@@ -22,17 +23,16 @@ pytestmark = pytest.mark.integration
 def _job(sandbox, job_type: str, resource_id: str):
     from isthmus.db import make_engine
     from isthmus.jobs import JobStore
-    from isthmus.sandbox.layout import Layout
 
-    return JobStore(make_engine(Layout.load(sandbox.state_dir).isthmus_db_url)).find(job_type, resource_id)
+    return JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).find(job_type, resource_id)
 
 
 def _run_again(sandbox, job_type: str, resource_id: str):
     """Enqueue the job; a function that answers its outcome once a run that
     started after this enqueue has finished (an older result does not count)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    since = datetime.now(timezone.utc)
+    since = datetime.now(UTC)
     _enqueue(sandbox, job_type, resource_id)
 
     def finished():
@@ -122,7 +122,8 @@ def test_a_group_shared_from_another_project_is_not_taken_for_deleted(sandbox, c
     shared = admin[CENTRAL].network.create_security_group(name=f"{net.name}-shared")
     try:
         admin[CENTRAL].network.create_rbac_policy(object_type="security_group", object_id=shared.id,
-                                                  action="access_as_shared", target_project_id=central.current_project_id)
+                                                  action="access_as_shared",
+                                                  target_project_id=central.current_project_id)
         port = central.network.create_port(network_id=net.id, name=f"{net.name}-p", security_group_ids=[shared.id])
         conn = sandbox.connect(one)
         server = conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240)
@@ -289,10 +290,9 @@ def test_a_hung_region_blocks_no_other_and_its_jobs_resume(sandbox, central, adm
 def test_lists_page_to_the_end_under_a_small_page_limit(sandbox, central, admin, stretched):
     """More VM ports than one page of every Neutron: every one of them gets its
     shadow, and a full resync keeps them all."""
-    from isthmus.sandbox.layout import Layout
     from isthmus.sandbox.nova import compute_host
 
-    limit = Layout.load(sandbox.state_dir).neutron_page_limit
+    limit = sandbox_layout(sandbox.state_dir).neutron_page_limit
     if not limit:
         pytest.skip("this sandbox runs Neutron without pagination_max_limit (the test sandbox sets it)")
     net, _ = stretched

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.integration
 
 
 def openstack(sandbox, *args: str) -> str:
-    result = subprocess.run([str(BIN / "openstack"), *args], env=sandbox.env(), capture_output=True, text=True, timeout=120)
+    result = subprocess.run([str(BIN / "openstack"), *args], env=sandbox.env(), capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, f"openstack {' '.join(args)}: {result.stderr}"
     return result.stdout
 
@@ -43,11 +44,13 @@ def region_network(sandbox):
 def boot(conn, name: str, network_id: str):
     image = conn.image.find_image("tiny", ignore_missing=False)
     flavor = conn.compute.find_flavor("m1.tiny", ignore_missing=False)
-    return conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[{"uuid": network_id}])
+    return conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id,
+                                      networks=[{"uuid": network_id}])
 
 
 def test_regions_listed_by_the_openstack_cli(sandbox):
-    regions = {r["Region"] for r in json.loads(openstack(sandbox, "--os-cloud", "isthmus-admin", "region", "list", "-f", "json"))}
+    listed = openstack(sandbox, "--os-cloud", "isthmus-admin", "region", "list", "-f", "json")
+    regions = {r["Region"] for r in json.loads(listed)}
     assert {"CentralRegion", "RegionOne", "RegionTwo"} <= regions
 
 
@@ -115,7 +118,8 @@ def test_openstack_cli_creates_and_lists_in_a_region(sandbox):
                           "network", "list", "-f", "value", "-c", "Name")
         assert name not in other.split()  # each region has its own Neutron (for now)
     finally:
-        openstack(sandbox, "--os-cloud", "isthmus-demo", "--os-region-name", "RegionTwo", "network", "delete", out["id"])
+        openstack(sandbox, "--os-cloud", "isthmus-demo", "--os-region-name", "RegionTwo", "network", "delete",
+                  out["id"])
 
 
 def test_status_reports_every_service_healthy(sandbox):

@@ -6,6 +6,7 @@ import socket
 
 import pytest
 
+from tests.integration.helpers import sandbox_layout
 from tests.sandboxes import free_base_port, isthmus
 
 pytestmark = pytest.mark.integration
@@ -33,10 +34,9 @@ def namespaces() -> set[str]:
 
 def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, tmp_path):
     from isthmus.sandbox.dataplane import names
-    from isthmus.sandbox.layout import Layout
     from isthmus.sandbox.process import ServiceRecord
 
-    first = Layout.load(sandbox.state_dir)
+    first = sandbox_layout(sandbox.state_dir)
     base = free_base_port(sandbox.base_port + 500, 2)
     # Beside a --dataplane sandbox the second has its own dataplane too: its
     # namespaces must not collide with the first's, and down removes only its own.
@@ -45,7 +45,7 @@ def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, t
     # One region: the smallest sandbox that still has central and a region (the cheapest to start).
     isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute",
             "--regions", "RegionOne", *dataplane)
-    second = Layout.load(tmp_path)
+    second = sandbox_layout(tmp_path)
     try:
         records = ServiceRecord.load_all(tmp_path / "run")
         agents = {f"dataplane-{r}" for r in second.regions} if dataplane else set()
@@ -72,7 +72,8 @@ def test_busy_port_is_named_and_nothing_is_started(tmp_path):
     blocker.bind(("127.0.0.1", base + 1))  # central Neutron's port
     blocker.listen()
     try:
-        result = isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute", check=False)
+        result = isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute",
+                         check=False)
     finally:
         blocker.close()
     assert result.returncode == 1

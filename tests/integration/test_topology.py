@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import artifact_dir, chrome, missing, wait_until
-from tests.integration.helpers import CENTRAL, eventually
+from tests.integration.helpers import CENTRAL, eventually, sandbox_layout
 from tests.integration.tour import shared_tour
 from tests.sandboxes import BIN, isthmus
 
@@ -136,9 +136,8 @@ def _sample(text: str, name: str, **labels: str) -> float:
 @pytest.mark.exclusive  # the tour's fixed names
 def test_metrics_of_every_service_after_known_work(sandbox, tour):
     """Each service's /metrics, as the sandbox prints them, after the tour's work."""
-    from isthmus.sandbox.layout import Layout
 
-    urls = Layout.load(sandbox.state_dir).metrics_urls()
+    urls = sandbox_layout(sandbox.state_dir).metrics_urls()
     # The tour's boots made the worker copy and shadow ports: port_sync runs succeeded.
 
     def xjob_after_port_syncs() -> str | None:
@@ -175,16 +174,16 @@ def test_metrics_of_every_service_after_known_work(sandbox, tour):
 
 def test_sandbox_up_prints_where_metrics_are(sandbox):
     """``sandbox status`` lists the services; the metrics URLs answer."""
-    from isthmus.sandbox.layout import Layout
 
-    for name, url in Layout.load(sandbox.state_dir).metrics_urls().items():
+    for name, url in sandbox_layout(sandbox.state_dir).metrics_urls().items():
         assert "# HELP" in _get(url), name
 
 
 @pytest.mark.exclusive  # stops neutron-RegionTwo; the tour's fixed names
 def test_topology_page_shows_the_tour_and_a_region_going_down(sandbox, tour, page, tmp_path):
-    if missing():
-        pytest.skip(missing())
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
     one, two = sandbox.regions
     net = tour["network"]
     ports = {}
@@ -196,23 +195,24 @@ def test_topology_page_shows_the_tour_and_a_region_going_down(sandbox, tour, pag
     with chrome() as driver:
         driver.get(page)
         for region in (one, two):
-            wait_until(lambda: _one(driver, f'.region.healthy[data-region="{region}"]'), 30, f"{region} healthy")
-            wait_until(lambda: _one(driver, f'.copy.present[data-network="{net}"][data-region="{region}"]'), 60,
+            wait_until(lambda: _one(driver, f'.region.healthy[data-region="{region}"]'), 30, f"{region} healthy")  # noqa: B023 - polled within this iteration
+            wait_until(lambda: _one(driver, f'.copy.present[data-network="{net}"][data-region="{region}"]'), 60,  # noqa: B023 - polled within this iteration
                        f"{TOUR_NET} in {region}")
         for region, other in ((one, two), (two, one)):
             server = wait_until(
-                lambda: _one(driver, f'.port.server[data-port="{ports[region]}"][data-region="{region}"]'), 60,
+                lambda: _one(driver, f'.port.server[data-port="{ports[region]}"][data-region="{region}"]'), 60,  # noqa: B023 - polled within this iteration
                 f"tour-{region.lower()} in {region}")
             assert f"tour-{region.lower()}" in server["text"]
             # Shadows are made by jobs, after the boot: a few refreshes may pass.
-            wait_until(lambda: _one(driver, f'.port.shadow[data-port="{ports[region]}"][data-region="{other}"]'),
+            wait_until(lambda: _one(driver, f'.port.shadow[data-port="{ports[region]}"][data-region="{other}"]'),  # noqa: B023 - polled within this iteration
                        120, f"the shadow of tour-{region.lower()} in {other}")
             assert _one(driver, f'.port.server[data-port="{ports[region]}"][data-region="{other}"]') is None
         # The band's copies sit side by side: regions are columns.
-        cells = [_one(driver, f'.copy[data-network="{net}"][data-region="{r}"]') for r in (one, two)]
-        assert cells[1]["x"] > cells[0]["x"] and abs(cells[1]["y"] - cells[0]["y"]) < 2
-        segment = re.search(r"vxlan/\d+", cells[0]["text"])
-        assert segment and segment.group(0) in cells[1]["text"]  # one segment everywhere
+        left, right = [_one(driver, f'.copy[data-network="{net}"][data-region="{r}"]') for r in (one, two)]
+        assert left is not None and right is not None
+        assert right["x"] > left["x"] and abs(right["y"] - left["y"]) < 2
+        segment = re.search(r"vxlan/\d+", left["text"])
+        assert segment and segment.group(0) in right["text"]  # one segment everywhere
 
         # One click shows the JSON behind a box.
         driver.execute_script("document.querySelector(arguments[0]).click()",

@@ -43,7 +43,8 @@ LOG = logging.getLogger(__name__)
 class View(Protocol):
     """What a cache needs of a view: its resourceVersion and a content comparison."""
 
-    resource_version: str
+    @property
+    def resource_version(self) -> str: ...  # read-only: views are frozen dataclasses
 
     def same_content(self, other: Any) -> bool:
         """Equal but for the resourceVersion."""

@@ -14,6 +14,7 @@ as taints are replaced without losing a concurrent change.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -163,7 +164,7 @@ class NodeAPI:
     def list(self) -> list[NodeView]:
         return self.list_with_version()[0]
 
-    def list_with_version(self) -> tuple[list[NodeView], str]:
+    def list_with_version(self) -> tuple[builtins.list[NodeView], str]:
         """All Nodes and the list's resourceVersion, from which a watch continues."""
         found = self.core.list_node(_request_timeout=self.timeout)
         return [node_view(n) for n in found.items], (found.metadata.resource_version or "")

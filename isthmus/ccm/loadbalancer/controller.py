@@ -358,9 +358,10 @@ class ServiceController:
             if ok:
                 self.queue.forget(key)
             else:
+                assert outcome is not None  # not ok: an outcome with failures
                 delay = self.queue.retry(key)
                 LOG.info("service %s: region(s) %s failed, retry in %.0fs", key,
-                         ", ".join(sorted(outcome.failed)), delay)  # type: ignore[union-attr]
+                         ", ".join(sorted(outcome.failed)), delay)
             if outcome is None:
                 return  # nothing done: not worth a reconcile sample
         if self.observer is not None:
@@ -451,9 +452,9 @@ class ServiceController:
                     ingress.append(entry)
         if outcome.failed:
             # We cannot tell which old entry was the failed region's: keep them all until it answers.
-            for entry in service.ingress:
-                if dict(entry) not in ingress:
-                    ingress.append(dict(entry))
+            for old in service.ingress:
+                if dict(old) not in ingress:
+                    ingress.append(dict(old))
         return ingress
 
     # --- cleanup ---

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 DEFAULT_LB_METHOD = "ROUND_ROBIN"
 LB_METHODS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
@@ -77,8 +78,9 @@ NOOP_KEYS = frozenset({"use-octavia"})
 class LoadBalancerConfig:
     """``[LoadBalancer]`` plus ``[LoadBalancer "REGION"]`` overrides."""
 
-    default: dict[str, object] = field(default_factory=dict)
-    regions: dict[str, dict[str, object]] = field(default_factory=dict)
+    # LBOptions fields by name, values already parsed to each field's type.
+    default: dict[str, Any] = field(default_factory=dict)
+    regions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def options_for(self, region: str) -> LBOptions:
         return dataclasses.replace(LBOptions(), **{**self.default, **self.regions.get(region, {})})

@@ -4,7 +4,11 @@ There is no alembic.ini and no URL here: the caller owns the engine (with the
 SQLite tuning of ``isthmus.db.engine``) and the transaction.
 """
 
+from collections.abc import Collection, Mapping
+from typing import Any
+
 from alembic import context
+from alembic.runtime.migration import MigrationContext, MigrationInfo
 
 from isthmus.db.migration import VERSION_TABLE
 from isthmus.db.schema import metadatas
@@ -16,9 +20,12 @@ if connection is None:
 progress = config.attributes.get("progress")
 
 
-def _report(ctx, step, heads, run_args) -> None:  # noqa: ANN001 - alembic's callback signature
+def _report(ctx: MigrationContext, step: MigrationInfo, heads: Collection[Any], run_args: Mapping[str, Any]) -> None:
     if progress is not None:
-        progress(f"applied {step.up_revision_id}: {step.up_revision.doc.splitlines()[0]}")
+        revision = step.up_revision
+        assert revision is not None  # an upgrade step names the revision it applied
+        # A Script (which has .doc) at run time; alembic annotates it as its base, Revision.
+        progress(f"applied {step.up_revision_id}: {revision.doc.splitlines()[0]}")  # type: ignore[attr-defined]
 
 
 context.configure(

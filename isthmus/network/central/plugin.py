@@ -12,19 +12,18 @@ ML2 mechanism driver and neutron-lib callbacks, the stable extension points.
 
 from __future__ import annotations
 
+import logging
+
 from neutron.plugins.ml2 import plugin as ml2_plugin
 from neutron_lib import exceptions as n_exc
 from neutron_lib.api import validators
 from neutron_lib.api.validators import availability_zone as az_validator
-from neutron_lib.exceptions import availability_zone as az_exc
 from neutron_lib.db import api as db_api  # noqa: F401 - neutron loads it first; import order only
-
-import logging
+from neutron_lib.exceptions import availability_zone as az_exc
 
 from isthmus import registry as reg
 from isthmus.network import config
 from isthmus.network.central.state import state
-
 
 LOG = logging.getLogger(__name__)
 # What each region's copy is built from once (B8): changing it at central would

@@ -133,7 +133,8 @@ def rule_body(rule: Mapping[str, Any], security_group_id: str, all_keys: bool = 
 
 
 def security_group_body(central: Mapping[str, Any]) -> dict[str, Any]:
-    body = {k: central[k] for k in ("id", "name", "description", "project_id", "stateful") if central.get(k) is not None}
+    body = {k: central[k] for k in ("id", "name", "description", "project_id", "stateful")
+            if central.get(k) is not None}
     return body
 
 

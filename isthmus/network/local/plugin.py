@@ -20,8 +20,8 @@ from typing import Any
 from neutron.plugins.ml2 import plugin as ml2_plugin
 from neutron_lib import constants
 from neutron_lib import exceptions as n_exc
-from neutron_lib.api.definitions import portbindings
 from neutron_lib.api import validators
+from neutron_lib.api.definitions import portbindings
 from neutron_lib.plugins import utils as plugin_utils
 from oslo_config import cfg
 from oslo_db import exception as db_exc
@@ -74,12 +74,14 @@ class ExpiringSet:
             self._until[item] = self.clock() + self.ttl
 
     def __contains__(self, item: object) -> bool:
+        if not isinstance(item, str):  # only strings are ever added
+            return False
         with self._lock:
-            until = self._until.get(item)  # type: ignore[arg-type]
+            until = self._until.get(item)
             if until is None:
                 return False
             if until < self.clock():
-                del self._until[item]  # type: ignore[arg-type]
+                del self._until[item]
                 return False
             return True
 

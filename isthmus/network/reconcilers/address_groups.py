@@ -112,7 +112,8 @@ def is_legacy_member_rule(rule: Mapping[str, Any]) -> bool:
     return (rule.get("description") or "").startswith(LEGACY_MEMBER_TAG)
 
 
-def choose(found: Iterable[Mapping[str, Any]], group: Mapping[str, Any]) -> tuple[dict | None, list[dict]]:
+def choose(found: Iterable[Mapping[str, Any]],
+           group: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Among the address groups named for ``group``: the one to use and the
     duplicates (two workers that raced to create it). Only the group owner's
     project counts: anyone may name an address group like ours in their own
@@ -129,7 +130,7 @@ def member_pairs(port: Mapping[str, Any] | None, before: Mapping[str, Any] | Non
     was or is a member of anything and its groups, addresses or region changed."""
     port, before = port or {}, before or {}
 
-    def state(p: Mapping[str, Any]) -> tuple:
+    def state(p: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str], str | None]:
         groups = frozenset(g for g in p.get("security_groups") or [] if is_member(p, g))
         return groups, frozenset(addresses_of(p)) if groups else frozenset(), bound_region(p)
 

@@ -20,7 +20,7 @@ right is not for a reconciler to guess.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, RetryLater
@@ -107,8 +107,8 @@ def _settled(port: dict) -> bool:
         return False
     changed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     if changed.tzinfo is None:
-        changed = changed.replace(tzinfo=timezone.utc)
-    return datetime.now(timezone.utc) - changed > GRACE
+        changed = changed.replace(tzinfo=UTC)
+    return datetime.now(UTC) - changed > GRACE
 
 
 def _held_elsewhere(services: Services, region: str, port: dict) -> bool:

@@ -255,8 +255,8 @@ def plan_fips(central: Iterable[FloatingIp], regional: Iterable[Mapping[str, Any
     tagged one whose central floating IP left the router goes. A regional
     floating IP of the same address that Isthmus did not make is adopted."""
     plan = FipPlan()
-    want = {f.address: f for f in central}
-    seen: set[str] = set()
+    want: dict[str | None, FloatingIp] = {f.address: f for f in central}
+    seen: set[str | None] = set()
     for fip in regional:
         address = fip.get("floating_ip_address")
         target = want.get(address)

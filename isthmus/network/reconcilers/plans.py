@@ -82,7 +82,7 @@ class PortPlan:
     create_shadows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def missing_at_central(central_ports: list[dict], regional_ports: list[dict]) -> set[str]:
+def missing_at_central(central_ports: list[dict[str, Any]], regional_ports: list[dict[str, Any]]) -> set[str]:
     """Regional user ports and shadows whose central port is not in central's list:
     the ids to check against the tombstones before anything is deleted."""
     central_ids = {p["id"] for p in central_ports}
@@ -90,12 +90,12 @@ def missing_at_central(central_ports: list[dict], regional_ports: list[dict]) ->
             if p["id"] not in central_ids and not (p.get("device_owner") or "").startswith("network:")}
 
 
-def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict],
+def plan_ports(region: str, central_ports: list[dict[str, Any]], regional_ports: list[dict[str, Any]],
                shadows: bool = True, deleted: Collection[str] = ()) -> PortPlan:
     """Regional ports of one network against central's: :func:`plan_port` for
     every port either side has (the periodic full pass; events plan one port)."""
     central_by_id = {p["id"]: p for p in central_ports}
-    regional_by_id: dict[str, list[dict]] = {}
+    regional_by_id: dict[str, list[dict[str, Any]]] = {}
     for port in regional_ports:
         regional_by_id.setdefault(port["id"], []).append(port)
     plan = PortPlan()
@@ -114,7 +114,7 @@ def plan_ports(region: str, central_ports: list[dict], regional_ports: list[dict
     return plan
 
 
-def plan_port(region: str, original: Mapping[str, Any] | None, copies: list[dict], *, shadows: bool,
+def plan_port(region: str, original: Mapping[str, Any] | None, copies: list[dict[str, Any]], *, shadows: bool,
               local_members: bool, deleted: bool, decided: bool = False) -> PortPlan:
     """One port in one region: ``copies`` are the region's ports with its id (a
     copy or a shadow; usually none or one), ``original`` central's port (None if
@@ -215,7 +215,7 @@ def desired_rules(group: Mapping[str, Any], address_groups: Mapping[str, str]) -
     return rules + address_groups_plan.companion_rules(rules, address_groups)
 
 
-def plan_rules(group_id: str, desired: list[dict], existing: list[dict]) -> RulePlan:
+def plan_rules(group_id: str, desired: list[dict[str, Any]], existing: list[dict[str, Any]]) -> RulePlan:
     plan = RulePlan()
     want = {rule_key(r): r for r in desired}
     have = {}

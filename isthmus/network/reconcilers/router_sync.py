@@ -392,7 +392,9 @@ def _remove_idle_fips(services: Services, neutron: NeutronClient, project_id: st
     idle = [f for f in neutron.list("floatingips", project_id=project_id)
             if l3_plans.tagged_fip(f) and not f.get("port_id")]
     for fip in idle:
-        central = services.central.get("floatingips", l3_plans.tagged_fip(fip))
+        central_id = l3_plans.tagged_fip(fip)
+        assert central_id  # idle ones are tagged
+        central = services.central.get("floatingips", central_id)
         if central is None or not central.get("port_id"):
             LOG.info("floating IP %s (%s): idle and central's is gone or free; deleting", fip["id"],
                      fip.get("floating_ip_address"))
@@ -405,9 +407,11 @@ def _converge_fips(services: Services, neutron: NeutronClient, region: str, view
     the port (its copy, or its shadow when the server is in another region).
     Returns the region's floating IPs of the router as they are afterwards."""
     addresses = {f.address for f in fips}
+    gateway = view.gateway
+    assert gateway is not None  # called for the gateway's region only
 
     def ours() -> list[dict]:
-        return [f for f in neutron.list("floatingips", floating_network_id=view.gateway.network_id)
+        return [f for f in neutron.list("floatingips", floating_network_id=gateway.network_id)
                 if l3_plans.tagged_fip(f) or f.get("floating_ip_address") in addresses]
 
     regional = ours()

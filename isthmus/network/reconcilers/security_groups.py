@@ -65,7 +65,8 @@ def sync_security_groups(services: Services, ctx: JobContext) -> None:
                 unreachable.append(region)
                 continue
             raise PermanentFailure(f"{region}: {err}") from err
-    for region in sorted({services.region_of_pod(r.pod_id) for r in routings} - {None} - set(unreachable)):
+    routed = {found for r in routings if (found := services.region_of_pod(r.pod_id)) is not None}
+    for region in sorted(routed - set(unreachable)):
         try:
             _remove_unused(services.neutron(region), project_id, wired.get(region, set()))
         except Unavailable as err:

@@ -19,7 +19,8 @@ from isthmus.registry import Registry, Tombstones
 SERVICE_AUTH_GROUP = "isthmus_service"
 OPTS = [
     cfg.StrOpt("central_region", default="CentralRegion", help="The region whose Neutron is central."),
-    cfg.FloatOpt("resync_interval", default=60.0, help="Seconds between drift-repair passes over every routed network."),
+    cfg.FloatOpt("resync_interval", default=60.0,
+                 help="Seconds between drift-repair passes over every routed network."),
     cfg.StrOpt("cross_region_l2", default="shadow",
                choices=[("shadow", "VxLAN networks get shadow ports (and shadow agents) of the VM ports "
                                    "bound in other regions, so l2population builds tunnels between regions"),

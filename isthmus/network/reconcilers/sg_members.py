@@ -18,6 +18,7 @@ Two entry points share the helpers here:
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -39,9 +40,9 @@ _ATTEMPTS = 3
 class Members:
     """Central's view of groups and their members, read at most once per job."""
 
-    def __init__(self, central: NeutronClient, groups: Mapping[str, dict] = ()) -> None:
+    def __init__(self, central: NeutronClient, groups: Mapping[str, dict] | None = None) -> None:
         self.central = central
-        self._groups: dict[str, dict | None] = dict(groups)
+        self._groups: dict[str, dict | None] = dict(groups or {})
         self._ports: dict[str, list[dict]] = {}
 
     def group(self, group_id: str) -> dict | None:
@@ -60,11 +61,11 @@ class Members:
 # ------------------------------------------------------------------ address groups in a region
 def find(neutron: NeutronClient, groups: Iterable[dict]) -> dict[str, tuple[dict | None, list[dict]]]:
     """group id -> (its address group in the region or None, duplicates); one list call."""
-    groups = {g["id"]: g for g in groups}
-    if not groups:
+    by_id = {g["id"]: g for g in groups}
+    if not by_id:
         return {}
-    found = neutron.list(COLLECTION, name=[ag.name_of(g) for g in sorted(groups)])
-    return {gid: ag.choose(found, group) for gid, group in groups.items()}
+    found = neutron.list(COLLECTION, name=[ag.name_of(g) for g in sorted(by_id)])
+    return {gid: ag.choose(found, group) for gid, group in by_id.items()}
 
 
 def create(neutron: NeutronClient, group: dict, addresses: set[str]) -> dict:
@@ -104,9 +105,10 @@ def converge(neutron: NeutronClient, address_group: dict, want: Callable[[set[st
                 raise
         except _Changed:
             pass
-        current = neutron.get(COLLECTION, current["id"])
-        if current is None:
+        fresh = neutron.get(COLLECTION, current["id"])
+        if fresh is None:
             raise Unavailable(f"{neutron.region}: address group {address_group['id']} deleted meanwhile")
+        current = fresh
     raise Unavailable(f"{neutron.region}: address group {address_group['id']} keeps changing")
 
 
@@ -126,10 +128,11 @@ def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: d
     for group_id, (address_group, extra) in find(neutron, remotes).items():
         want = ag.desired_addresses
         if address_group is None:
-            address_group = create(neutron, members.group(group_id),
-                                   want(group_id, region, members.ports(group_id)))
+            group = members.group(group_id)
+            assert group is not None  # one of the remotes, all found
+            address_group = create(neutron, group, want(group_id, region, members.ports(group_id)))
         elif fill:
-            converge(neutron, address_group, lambda have, g=group_id: _filled(g, region, have, members))
+            converge(neutron, address_group, functools.partial(_filled, group_id, region, members=members))
         ids[group_id] = address_group["id"]
         duplicates += extra
     plan = plans.plan_rules(central_group["id"], plans.desired_rules(central_group, ids),
@@ -140,8 +143,8 @@ def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: d
     if plan.delete or plan.create:
         LOG.info("security group %s in %s: -%d +%d rules", central_group["id"], region, len(plan.delete),
                  len(plan.create))
-    for extra in duplicates:
-        delete_unused(neutron, extra["id"])
+    for duplicate in duplicates:
+        delete_unused(neutron, duplicate["id"])
 
 
 def _filled(group_id: str, region: str, have: set[str], members: Members) -> set[str]:

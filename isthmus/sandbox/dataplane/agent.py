@@ -52,7 +52,7 @@ class AgentConfig:
     resync: float = 10.0
 
     @classmethod
-    def load(cls, path: Path) -> "AgentConfig":
+    def load(cls, path: Path) -> AgentConfig:
         return cls(**json.loads(Path(path).read_text()))
 
     def save(self, path: Path) -> Path:

@@ -50,7 +50,7 @@ def _forwarding_commands(host_ns: str, vxlan: str, net: NetworkWiring, state: Ho
     cmds: list[Command] = []
     for _, mac, vtep in sorted(have_fdb - want_fdb):
         cmds.append(["bridge", "-n", host_ns, "fdb", "del", mac, "dev", vxlan, "dst", vtep, "self"])
-    for _, addr, mac in sorted(have_arp - want_arp):
+    for _, addr, _mac in sorted(have_arp - want_arp):
         cmds.append(["ip", "-n", host_ns, "neigh", "del", addr, "dev", vxlan])
     for _, mac, vtep in sorted(want_fdb - have_fdb):
         # Flooding needs one default entry per tunnel IP (append); a MAC has one place (replace).
@@ -80,7 +80,8 @@ def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_
     for ns in sorted(server_namespaces - want_servers):
         cmds.append(["ip", "netns", "delete", ns])
     for link in sorted(state.links):
-        if (link.startswith("vxlan-") and link not in want_vxlans) or (link.startswith("brq") and link not in want_bridges):
+        if ((link.startswith("vxlan-") and link not in want_vxlans)
+                or (link.startswith("brq") and link not in want_bridges)):
             cmds.append([*ip, "link", "del", link])
     return cmds
 

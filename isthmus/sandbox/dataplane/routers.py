@@ -12,8 +12,8 @@ namespace holding the external subnets' gateway addresses: the upstream router.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.dataplane.wiring import network_mtu
@@ -39,7 +39,7 @@ class RouterPort:
         return names.router_interface(self.port_id, self.gateway)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)  # a router's NATs are kept sorted
 class Nat:
     floating_ip: str
     fixed_ip: str
@@ -99,6 +99,7 @@ def floatingip_bindings(floatingips: Iterable[dict], fip_ports: Iterable[dict], 
         associated = fip is not None and bool(fip.get("port_id")) and bool(fip.get("router_id"))
         bound = port.get("binding:host_id") or ""
         if associated and bound != host:
+            assert fip is not None  # associated
             out.append(FloatingIpBinding(port["id"], fip["router_id"], True))
         elif not associated and bound:
             out.append(FloatingIpBinding(port["id"], None, False))
@@ -114,7 +115,7 @@ def external_networks(networks: Iterable[dict], subnets: Iterable[dict]) -> list
 def plan_routers(routers: Iterable[dict], ports: Iterable[dict], floatingips: Iterable[dict],
                  networks: Iterable[dict], subnets: Iterable[dict]) -> dict[str, Router]:
     """``ports``: the routers' ports; ``networks``/``subnets``: theirs (others ignored)."""
-    subnets = {s["id"]: s for s in subnets}
+    subnet_by_id = {s["id"]: s for s in subnets}
     mtus = {n["id"]: network_mtu(n) for n in networks}
     fips = list(floatingips)
     planned: dict[str, Router] = {}
@@ -123,14 +124,14 @@ def plan_routers(routers: Iterable[dict], ports: Iterable[dict], floatingips: It
         nats = tuple(sorted(Nat(f["floating_ip_address"], f["fixed_ip_address"]) for f in fips
                             if f.get("router_id") == router["id"] and f.get("port_id") and f.get("fixed_ip_address")
                             and f.get("floating_ip_address")))
-        rports = tuple(_router_port(p, subnets, mtus, nats) for p in mine if p["network_id"] in mtus)
+        rports = tuple(_router_port(p, subnet_by_id, mtus, nats) for p in mine if p["network_id"] in mtus)
         gateway = next((p for p in mine if p.get("device_owner") == GATEWAY_OWNER), None)
         info = router.get("external_gateway_info") or {}
         routes: dict[str, str] = {}
         snat = None
         if gateway is not None and info:
-            for ip in _known_ips(gateway, subnets):
-                gw = subnets[ip["subnet_id"]].get("gateway_ip")
+            for ip in _known_ips(gateway, subnet_by_id):
+                gw = subnet_by_id[ip["subnet_id"]].get("gateway_ip")
                 version = ipaddress.ip_address(ip["ip_address"]).version
                 if gw:
                     routes.setdefault(DEFAULT_ROUTE[version], gw)

@@ -55,7 +55,7 @@ class Listener:
             self.sock.setblocking(False)
         try:
             self.sock.recv(1)
-        except (TimeoutError, BlockingIOError, socket.timeout):
+        except (TimeoutError, BlockingIOError):
             return False
         self.drain()
         return True

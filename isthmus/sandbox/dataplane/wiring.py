@@ -10,8 +10,9 @@ flooding to every such tunnel IP.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from isthmus.sandbox.dataplane.routers import Outside, Router
@@ -66,8 +67,8 @@ class NetworkWiring:
 class HostWiring:
     servers: Mapping[str, Server] = field(default_factory=dict)
     networks: Mapping[str, NetworkWiring] = field(default_factory=dict)
-    routers: Mapping[str, "Router"] = field(default_factory=dict)
-    outsides: Mapping[str, "Outside"] = field(default_factory=dict)  # by external network id
+    routers: Mapping[str, Router] = field(default_factory=dict)
+    outsides: Mapping[str, Outside] = field(default_factory=dict)  # by external network id
 
 
 def is_bound(port: dict) -> bool:

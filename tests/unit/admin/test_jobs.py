@@ -127,7 +127,8 @@ def test_b3_bad_filters_are_400(client, seven, query, message):
 
 
 def test_pages_carry_jobs_links_until_the_last(client, seven):
-    seen, path = [], "/v1.0/jobs?limit=3&type=network_update"
+    seen: list[str] = []
+    path: str | None = "/v1.0/jobs?limit=3&type=network_update"
     pages = 0
     while path:
         body = client.get(path).body

@@ -24,7 +24,7 @@ def test_routes_are_templates(path: str, route: str) -> None:
     assert route_of(path) == route
 
 
-def test_requests_counted_and_scraped_without_a_token(app) -> None:  # noqa: F811
+def test_requests_counted_and_scraped_without_a_token(app) -> None:  # noqa: F811 - the imported fixture, by name
     before_ok = value("isthmus_admin_requests_total", method="GET", route="/", status="200")
     before_401 = value("isthmus_admin_requests_total", method="GET", route="/v1.0/pods/{id}", status="401")
     before_seconds = value("isthmus_admin_request_seconds_count", method="GET", route="/")
@@ -42,5 +42,5 @@ def test_requests_counted_and_scraped_without_a_token(app) -> None:  # noqa: F81
     assert "isthmus_admin_request_seconds_bucket" in text
 
 
-def test_metrics_is_get_only(app) -> None:  # noqa: F811
+def test_metrics_is_get_only(app) -> None:  # noqa: F811 - the imported fixture, by name
     assert webob.Request.blank("/metrics", method="POST").get_response(app).status_int in (401, 404, 405)

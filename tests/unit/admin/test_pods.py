@@ -18,7 +18,8 @@ def test_create_central_then_regional_pods(client):
                    "pod_az_name": "", "dc_name": ""}
     one = client.post("/v1.0/pods", {"pod": {"region_name": "RegionOne", "az_name": "az1",
                                              "pod_az_name": "az1-a", "dc_name": "dc1"}}).body["pod"]
-    assert (one["region_name"], one["az_name"], one["pod_az_name"], one["dc_name"]) == ("RegionOne", "az1", "az1-a", "dc1")
+    assert (one["region_name"], one["az_name"], one["pod_az_name"], one["dc_name"]) == (
+        "RegionOne", "az1", "az1-a", "dc1")
     listed = client.get("/v1.0/pods").body["pods"]
     assert [p["region_name"] for p in listed] == ["CentralRegion", "RegionOne"]
     assert client.get(f"/v1.0/pods/{one['pod_id']}").body == {"pod": one}

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field, replace
 
 from isthmus.ccm.errors import RegionError
 from isthmus.ccm.loadbalancer.octavia import (
-    NoOctavia,
     FloatingIP,
     LBRecord,
     ListenerRecord,
     MemberRecord,
     MonitorRecord,
+    NoOctavia,
     PoolRecord,
 )
 from isthmus.ccm.loadbalancer.plan import DesiredLB, Listener, Member, Monitor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import given
@@ -43,14 +44,15 @@ def H(a: str) -> NodeAddress:
     return NodeAddress("Hostname", a)
 
 
-def server(pub_name: str, hostname: bool = False, **extra: tuple[ServerAddress, ...]) -> Server:
+def server(pub_name: str, hostname: bool = False,
+           extra: Mapping[str, tuple[ServerAddress, ...]] | None = None) -> Server:
     return Server(
         id="s",
         name="n",
         access_ipv4=A4,
         access_ipv6=A6,
         metadata={"hostname": HN} if hostname else {},
-        addresses={"private": PRIVATE, pub_name: PUB, **extra},
+        addresses={"private": PRIVATE, pub_name: PUB, **(extra or {})},
     )
 
 
@@ -78,13 +80,13 @@ def test_intersecting_fixed_ip() -> None:
 
 
 def test_multiple_custom_internal_networks() -> None:
-    srv = server("pub-net", **{"also-private": (ServerAddress("10.0.0.64"),)})
+    srv = server("pub-net", extra={"also-private": (ServerAddress("10.0.0.64"),)})
     got = node_addresses(srv, PORTS, [], NetworkingOptions(internal_network_name=["private", "also-private"]))
     assert got == [I("10.0.0.32"), I("10.0.0.31"), E(A4), E(A6), I("10.0.0.64"), E("50.56.176.36")]
 
 
 def test_one_internal_network() -> None:
-    srv = server("pub-net", **{"also-private": (ServerAddress("10.0.0.64"),)})
+    srv = server("pub-net", extra={"also-private": (ServerAddress("10.0.0.64"),)})
     got = node_addresses(srv, PORTS, [], NetworkingOptions(internal_network_name=["also-private"]))
     assert got == [E(A4), E(A6), I("10.0.0.64"), E("50.56.176.36")]
 

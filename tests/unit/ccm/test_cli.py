@@ -31,7 +31,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                                      availability_zone="nova")]),
     })
     orig = lookup.lookup_node
-    monkeypatch.setattr(lookup, "lookup_node", lambda *a, **k: orig(*a, **k, make_clients=lambda cfg: fakes))
+    monkeypatch.setattr(lookup, "lookup_node", lambda *a, **k: orig(*a, **{**k, "make_clients": lambda cfg: fakes}))
     return conf
 
 

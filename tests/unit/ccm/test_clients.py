@@ -126,7 +126,7 @@ def test_exact_name_filter_quotes_regex() -> None:
 
 # --- SDK mapping ------------------------------------------------------------
 
-SERVER_BODY = {
+SERVER_BODY: dict[str, Any] = {
     "id": "i1",
     "name": "node-1",
     "status": "SHUTOFF",
@@ -164,7 +164,8 @@ def test_server_mapping() -> None:
         access_ipv4="1.2.3.4", metadata={"hostname": "h"},
     )
     old = OpenStackRegionClient("R", conn(Stub(get_server=lambda i: SdkServer.existing(id="i2", flavor={"id": "f"}))))
-    assert old.get_server("i2").flavor == {"id": "f"}  # pre-2.47 answer
+    pre_247 = old.get_server("i2")
+    assert pre_247 is not None and pre_247.flavor == {"id": "f"}  # pre-2.47 answer
 
 
 @pytest.mark.parametrize(
@@ -209,5 +210,6 @@ def test_network_mapping() -> None:
     c = OpenStackRegionClient("R", conn(Stub(get_flavor=lambda i: SdkFlavor.existing(id=i, name="m1")), net))
     (mapped,) = c.list_ports("dev")
     assert (mapped.fixed_ips, mapped.subport_ids, mapped.network_id) == (("10.0.0.5",), ("sp",), "n")
-    assert c.get_network("n").name == "vlan"
-    assert c.get_flavor("f").name == "m1"
+    network, flavor = c.get_network("n"), c.get_flavor("f")
+    assert network is not None and network.name == "vlan"
+    assert flavor is not None and flavor.name == "m1"

@@ -41,6 +41,7 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(seconds)
         base = f"http://{self.headers['Host']}"
         path = self.path.split("?")[0].rstrip("/")
+        body: dict[str, Any]
         if path.endswith("/v2.1"):
             status, body = 200, {"version": {"id": "v2.1", "status": "CURRENT", "min_version": "2.1",
                                              "version": "2.90", "links": [{"rel": "self", "href": base + path + "/"}]}}

@@ -30,6 +30,8 @@ import yaml
 from kubernetes import client
 
 from isthmus.ccm.config import parse_config
+from isthmus.ccm.controllers.events import NodeEvents
+from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
 from isthmus.ccm.controllers.kube import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.controllers.leader import LeaseElector
 from isthmus.ccm.controllers.lifecycle import LifecycleController
@@ -38,8 +40,6 @@ from isthmus.ccm.instances import Instances
 from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceCache, ServiceController
 from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
 from isthmus.ccm.model import Server, ServerAddress
-from isthmus.ccm.controllers.events import NodeEvents
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
 from isthmus.ccm.service import Manager, Periods, build_parser
 from tests.kmock_clients import api_client
 
@@ -234,17 +234,23 @@ def watched_api_methods() -> set[str]:
     return names
 
 
+def known_template(method_name: str) -> tuple[str, str]:
+    found = request_template(method_name)
+    assert found is not None, f"no serializer for {method_name}"
+    return found
+
+
 def code_accesses(lease_name: str = "lease", lease_namespace: str = "kube-system") -> list[tuple[str, Access]]:
     """(API method, RBAC access) of every call and watch in the code."""
     out = []
     for method_name in sorted(called_api_methods()):
-        http, template = request_template(method_name)  # type: ignore[misc]
+        http, template = known_template(method_name)
         lease = "leases" in template
         path = template.replace("{namespace}", lease_namespace if lease else "default").replace(
             "{name}", lease_name if lease else "some-object")
         out.append((method_name, access_of(http, path)))
     for method_name in sorted(watched_api_methods()):
-        http, template = request_template(method_name)  # type: ignore[misc]
+        http, template = known_template(method_name)
         out.append((f"{method_name} (watch)", access_of(http, template, {"watch": ["true"]})))
     return out
 
@@ -329,6 +335,7 @@ class Recorder:
     def __init__(self, api: client.ApiClient) -> None:
         self.seen: list[tuple[str, str, dict[str, list[str]]]] = []
         self._call = api.call_api
+        # kubernetes' ApiClient has no hook for this: its method is replaced on the instance.
         api.call_api = self  # type: ignore[method-assign]
 
     def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
@@ -384,7 +391,7 @@ async def test_rbac_covers_every_request_of_a_full_run(kmock: Any, scenario_clou
     def follow(watcher: Informer) -> None:
         try:
             watcher.watch_once()  # what changed, as events; then idle until the read timeout
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - classified by the assertion
             assert classify_watch_error(exc) == "idle", exc
     clock = [0.0]
     elector = LeaseElector(client.CoordinationV1Api(api), d.lease_name, d.lease_namespace, "pod-0",

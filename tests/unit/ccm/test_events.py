@@ -72,7 +72,8 @@ async def test_lookup_failed_is_written_once_then_counted_then_synced(kmock: Any
 async def test_deleting_node_event(kmock: Any) -> None:
     kmock.objects[NODES, None, "gone"] = {
         "apiVersion": "v1", "kind": "Node", "metadata": {"name": "gone"},
-        "spec": {"providerID": "openstack://R/i-gone"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+        "spec": {"providerID": "openstack://R/i-gone"},
+        "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
     core = core_api(kmock)
     nodes = NodeAPI(core)
     ctl = LifecycleController(nodes, Instances(FakeClients({"R": FakeRegion("R")}), ("R",), environ={}),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from keystoneauth1 import exceptions as ksa_exc
@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from isthmus.ccm.clients import OpenStackRegionClient, RegionBreaker
 from isthmus.ccm.controllers.informer import NodeCache, WorkQueue
-from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeView
+from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI, NodeView
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import Backoff, NodeController
 from isthmus.ccm.errors import RegionError
@@ -70,7 +70,8 @@ def test_metrics_after_known_work() -> None:
     cache, queue = NodeCache(), WorkQueue(Backoff(clock=frozen), clock=frozen)
     fakes = FakeClients({"R": FakeRegion("R", down=True)})
     inst = Instances(fakes, ("R",), environ={})
-    manager = Manager(cache, queue, NodeController(None, inst), LifecycleController(None, inst),  # type: ignore[arg-type]
+    no_api = cast(NodeAPI, None)  # never reached: the region is down before any Node write
+    manager = Manager(cache, queue, NodeController(no_api, inst), LifecycleController(no_api, inst),
                       Periods(), observer=metrics)
     for name in cache.replace([NodeView("bad", "", {}, {}, (UNINIT,), (), True, "1"),
                                NodeView("fine", "", {}, {}, (), (), True, "1")]):

@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import kmock
 import pytest
@@ -44,7 +44,8 @@ def test_cache_reports_only_content_changes() -> None:
     assert cache.synced.is_set()
     # a kubelet status write bumps only the resourceVersion: nothing to do
     assert cache.apply(WatchEvent("MODIFIED", view("a", "2"), "2")) is None
-    assert cache.get("a").resource_version == "2"  # type: ignore[union-attr]
+    cached = cache.get("a")
+    assert cached is not None and cached.resource_version == "2"
     assert cache.apply(WatchEvent("MODIFIED", view("a", "3", ready=False), "3")) == "a"
     assert cache.apply(WatchEvent("ADDED", view("c", "4"), "4")) == "c"
     assert cache.apply(WatchEvent("BOOKMARK", None, "5")) is None
@@ -95,12 +96,12 @@ def test_queue_get_waits_for_an_add() -> None:
 class ScriptedAPI:
     """list_with_version / watch replaying a script; each watch entry is events or an exception."""
 
-    lists: list[list[NodeView]]
+    lists: list[list[Any]]  # NodeViews or ServiceViews
     watches: list[Any]
     stop: threading.Event
     calls: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
-    def list_with_version(self) -> tuple[list[NodeView], str]:
+    def list_with_version(self) -> tuple[list[Any], str]:
         views = self.lists.pop(0)
         rv = f"list-{len(self.calls)}"
         self.calls.append(("list", rv))
@@ -123,6 +124,7 @@ class ScriptedAPI:
 
 def test_informer_resumes_without_list_and_relists_on_gone_or_error() -> None:
     stop = threading.Event()
+    # urllib3 annotates the pool as required; the exception takes None, as the client's own do.
     idle = urllib3.exceptions.ReadTimeoutError(None, "/api/v1/nodes", "Read timed out.")  # type: ignore[arg-type]
     api = ScriptedAPI(
         lists=[[view("a")], [view("a"), view("b", "9")], [view("a")]],
@@ -137,7 +139,7 @@ def test_informer_resumes_without_list_and_relists_on_gone_or_error() -> None:
     changed: list[str] = []
     restarts: list[str] = []
     cache = NodeCache()
-    informer = Informer(api, cache, changed.append, WatchSettings(error_backoff=0.01),  # type: ignore[arg-type]
+    informer = Informer(api, cache, changed.append, WatchSettings(error_backoff=0.01),
                         on_restart=restarts.append)
     informer.run(stop)
     assert api.calls == [("list", "list-0"), ("watch", "list-0"), ("watch", "6"), ("watch", "6"),
@@ -153,6 +155,7 @@ def test_informer_resumes_without_list_and_relists_on_gone_or_error() -> None:
 def test_classify_watch_errors() -> None:
     assert classify_watch_error(ApiException(status=410)) == "gone"
     assert classify_watch_error(ApiException(status=500)) == "error"
+    # urllib3 annotates the pool as required; the exception takes None.
     assert classify_watch_error(urllib3.exceptions.ReadTimeoutError(None, "/", "x")) == "idle"  # type: ignore[arg-type]
     assert classify_watch_error(OSError("refused")) == "error"
 
@@ -199,7 +202,8 @@ async def test_node_added_after_start_is_initialised_without_another_list(kmock:
                     break
                 stop.wait(0.05)
             assert spec("early")["providerID"] == "openstack://R/i-early"
-            core.create_node(new_node("late"), _request_timeout=5)  # after start: only a watch can see it
+            # after start: only a watch can see it (the client sends a plain dict as it is; its stubs want a V1Node)
+            core.create_node(new_node("late"), _request_timeout=5)  # type: ignore[arg-type]
             for _ in range(200):
                 if not spec("late").get("taints"):
                     break
@@ -244,11 +248,12 @@ class Recording:
 
 def test_manager_waits_for_the_cache_and_schedules_from_it() -> None:
     now = [0.0]
-    clock = lambda: now[0]  # noqa: E731
+    clock = lambda: now[0]  # noqa: E731 - a fake clock read by two objects
     cache, queue = NodeCache(), WorkQueue(Backoff(base=1.0, clock=clock), clock=clock)
     rec = Recording(fail={"b"})
-    manager = Manager(cache, queue, rec, rec, Periods(node_monitor=5, node_status_update=300, node_resync=60),  # type: ignore[arg-type]
-                      clock=clock)
+    # The recording stand-in answers what the manager asks of both controllers.
+    manager = Manager(cache, queue, cast(NodeController, rec), cast(LifecycleController, rec),
+                      Periods(node_monitor=5, node_status_update=300, node_resync=60), clock=clock)
     manager.step(wait=0.01)
     assert rec.seen == []  # nothing before the first LIST is in
     cache.replace([view("a"), view("b")])

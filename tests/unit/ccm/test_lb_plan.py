@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from isthmus.ccm.config import ConfigError, parse_config
@@ -22,10 +24,10 @@ BASE = "[Global]\nauth-url = http://k/v3\nregion = RegionOne\nregions = RegionTw
 
 
 def svc(annotations: dict[str, str] | None = None, ports: tuple[m.ServicePort, ...] | None = None,
-        **kw: object) -> m.ServiceView:
+        **kw: Any) -> m.ServiceView:
     return m.ServiceView("default", "web", "uid-1", "LoadBalancer",
                          ports if ports is not None else (m.ServicePort("http", "TCP", 80, 30080),),
-                         annotations or {}, **kw)  # type: ignore[arg-type]
+                         annotations or {}, **kw)
 
 
 def node(name: str, region: str, address: str, ready: bool = True, unschedulable: bool = False,
@@ -164,7 +166,7 @@ def test_nodes_outside_served_regions_are_reported(nodes: list[m.LBNode], region
         assert plan.no_nodes and not plan.load_balancers
         return
     assert sorted(plan.load_balancers) == regions
-    assert any(problem in p for p in plan.problems), plan.problems
+    assert problem is not None and any(problem in p for p in plan.problems), plan.problems
 
 
 def test_region_without_subnet_is_a_problem_not_a_guess() -> None:
@@ -209,7 +211,7 @@ def test_monitor_from_options_and_annotation_off() -> None:
     ({m.ANN_FLOATING_NETWORK_ID: "ext-b"}, {"load_balancer_ip": "203.0.113.5"}, "ext-b", "203.0.113.5", ""),
     ({m.ANN_LB_ADDRESS: "203.0.113.6"}, {}, "ext", "203.0.113.6", ""),
 ])
-def test_floating_network_and_requested_addresses(ann: dict[str, str], kw: dict[str, str], floating_net: str,
+def test_floating_network_and_requested_addresses(ann: dict[str, str], kw: dict[str, Any], floating_net: str,
                                                   fip: str, vip: str) -> None:
     config = LoadBalancerConfig(default={"subnet_id": "s", "floating_network_id": "ext"})
     lb = plan_service(svc(ann, **kw), [node("n1", "RegionOne", "10.0.0.1")], config, REGIONS).load_balancers[

@@ -20,7 +20,7 @@ import inspect
 import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import kmock
 import pytest
@@ -32,6 +32,7 @@ from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings
 from isthmus.ccm.controllers.kube import NodeAPI, NodeView, WatchEvent
 from isthmus.ccm.loadbalancer import model as m
 from isthmus.ccm.loadbalancer.controller import (
+    OctaviaRegions,
     Outcome,
     ServiceAPI,
     ServiceCache,
@@ -81,7 +82,7 @@ def test_service_informer_keys_by_namespace_and_relists_only_on_gone() -> None:
     cache = ServiceCache()
     changed: list[str] = []
     restarts: list[str] = []
-    Informer(api, cache, changed.append, WatchSettings(error_backoff=0.01), on_restart=restarts.append,  # type: ignore[arg-type]
+    Informer(api, cache, changed.append, WatchSettings(error_backoff=0.01), on_restart=restarts.append,
              kind="service").run(stop)
     assert api.calls == [("list", "list-0"), ("watch", "list-0"), ("watch", "7"), ("watch", "9"),
                          ("list", "list-4"), ("watch", "list-4")]
@@ -133,8 +134,9 @@ class Recording(ServiceController):
 
 def wired(now: list[float], spacing: float = 10.0) -> tuple[Recording, NodeCache, ServiceCache]:
     nodes, services = NodeCache(), ServiceCache()
-    ctl = Recording(None, None, LoadBalancerConfig(), REGIONS, services=services, nodes=nodes,  # type: ignore[arg-type]
-                    node_pass_spacing=spacing, clock=lambda: now[0])
+    # No Kubernetes API and no Octavia: Recording converges without them.
+    ctl = Recording(cast(ServiceAPI, None), cast(OctaviaRegions, None), LoadBalancerConfig(), REGIONS,
+                    services=services, nodes=nodes, node_pass_spacing=spacing, clock=lambda: now[0])
     ctl.queue.clock = ctl.queue.backoff.clock = ctl.clock
     return ctl, nodes, services
 
@@ -215,7 +217,8 @@ def test_node_churn_is_spaced_by_the_sync_period() -> None:
     assert ctl.converged == ["default/a"]
 
 
-def test_a_failure_retries_with_backoff_and_a_deleting_service_is_cleaned_from_the_cache() -> None:
+def test_a_failure_retries_with_backoff_and_a_deleting_service_is_cleaned_from_the_cache(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     now = [0.0]
     ctl, nodes, services = wired(now)
     ctl.queue.backoff.base = 5.0
@@ -227,7 +230,7 @@ def test_a_failure_retries_with_backoff_and_a_deleting_service_is_cleaned_from_t
         calls.append("cleanup" if service.deleting else "ensure")
         return Outcome(failed={"RegionTwo": "503"}) if len(calls) == 1 else Outcome()
 
-    ctl.reconcile = reconcile  # type: ignore[method-assign]
+    monkeypatch.setattr(ctl, "reconcile", reconcile)
     ctl.step()
     assert calls == ["ensure"] and len(ctl.queue) == 1  # waiting for its backoff
     now[0] = 4.0

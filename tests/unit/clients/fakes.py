@@ -5,7 +5,9 @@ from __future__ import annotations
 import json as jsonlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+from keystoneauth1 import adapter as ks_adapter
 
 
 @dataclass
@@ -49,7 +51,8 @@ class FakeAdapter:
         return self.answer(call)
 
 
-def paged_server(collection: str, items: list[dict], page_size: int, key: str | None = None) -> Callable[[Call], Response]:
+def paged_server(collection: str, items: list[dict], page_size: int,
+                 key: str | None = None) -> Callable[[Call], Response]:
     """Neutron's paging with ``pagination_max_limit = page_size``: pages sorted by
     id after ``marker``, a ``next`` link whenever a page is full."""
     key = key or collection
@@ -72,3 +75,8 @@ def paged_server(collection: str, items: list[dict], page_size: int, key: str | 
         return Response(200, body)
 
     return answer
+
+
+def as_adapter(fake: FakeAdapter) -> ks_adapter.Adapter:
+    """NeutronClient calls only request(), which the fake answers with a Response stand-in."""
+    return cast(ks_adapter.Adapter, fake)

@@ -7,12 +7,13 @@ import pytest
 
 from isthmus.clients import NeutronClient
 
-from .fakes import FakeAdapter, Response
+from .fakes import FakeAdapter, Response, as_adapter
 
 
 def _client() -> tuple[NeutronClient, FakeAdapter]:
-    http = FakeAdapter(lambda call: Response(404, {"NeutronError": {"type": "NetworkNotFound", "message": "not found"}}))
-    return NeutronClient(http, "CentralRegion"), http
+    not_found = {"NeutronError": {"type": "NetworkNotFound", "message": "not found"}}
+    http = FakeAdapter(lambda call: Response(404, not_found))
+    return NeutronClient(as_adapter(http), "CentralRegion"), http
 
 
 @pytest.mark.parametrize("odd, segment", [
@@ -46,4 +47,4 @@ def test_a_uuid_goes_as_it_is():
 
 def test_a_member_url_answered_with_something_else_is_no_object():
     http = FakeAdapter(lambda call: Response(200, {"networks": []}))
-    assert NeutronClient(http, "CentralRegion").get("networks", "x") is None
+    assert NeutronClient(as_adapter(http), "CentralRegion").get("networks", "x") is None

@@ -6,7 +6,7 @@ import pytest
 
 from isthmus.clients import NeutronClient, Unavailable
 
-from .fakes import Call, FakeAdapter, Response, paged_server
+from .fakes import Call, FakeAdapter, Response, as_adapter, paged_server
 
 
 def _ports(n: int) -> list[dict]:
@@ -15,7 +15,7 @@ def _ports(n: int) -> list[dict]:
 
 def _client(answer) -> tuple[NeutronClient, FakeAdapter]:
     http = FakeAdapter(answer)
-    return NeutronClient(http, "RegionOne"), http
+    return NeutronClient(as_adapter(http), "RegionOne"), http
 
 
 def test_unpaged_list_is_one_request():
@@ -98,7 +98,7 @@ def test_a_full_unlinked_page_of_a_known_size_is_followed():
                                                         else [] if call.params["marker"] == "p0003"
                                                         else _ports(6)[2:4]}))
     assert neutron.list("ports", limit=2) == _ports(4)
-    assert [c.params.get("marker") for c in http.calls] == [None, "p0001", "p0003"]
+    assert [(c.params or {}).get("marker") for c in http.calls] == [None, "p0001", "p0003"]
 
 
 def test_a_marker_deleted_between_pages_raises_rather_than_truncating():
@@ -106,7 +106,8 @@ def test_a_marker_deleted_between_pages_raises_rather_than_truncating():
 
     def answer(call: Call) -> Response:
         if (call.params or {}).get("marker") == "p0001":
-            return Response(404, {"NeutronError": {"type": "PortNotFound", "message": "Port p0001 could not be found."}})
+            return Response(404, {"NeutronError": {"type": "PortNotFound",
+                                                   "message": "Port p0001 could not be found."}})
         return server(call)
     neutron, _ = _client(answer)
     with pytest.raises(Unavailable, match="lost marker p0001"):

@@ -10,7 +10,7 @@ from isthmus.clients import NeutronClient, RegionClients, load_session
 from isthmus.clients.neutron import DEFAULT_TIMEOUT
 from isthmus.clients.regions import register_auth_opts
 
-from .fakes import FakeAdapter, Response, paged_server
+from .fakes import FakeAdapter, Response, as_adapter, paged_server
 
 
 def test_every_request_carries_the_default_timeout():
@@ -21,7 +21,7 @@ def test_every_request_carries_the_default_timeout():
             return server(call)
         return Response(200, {"port": {"id": "p0"}, "ports": [{"id": "p0"}]})
     http = FakeAdapter(answer)
-    neutron = NeutronClient(http, "RegionOne")
+    neutron = NeutronClient(as_adapter(http), "RegionOne")
     neutron.list("ports")
     neutron.get("ports", "p0")
     neutron.create("ports", {"network_id": "n"})
@@ -34,7 +34,7 @@ def test_every_request_carries_the_default_timeout():
 
 def test_a_nonpositive_timeout_is_refused():
     with pytest.raises(ValueError):
-        NeutronClient(FakeAdapter(lambda c: Response(200, {})), "RegionOne", timeout=0)
+        NeutronClient(as_adapter(FakeAdapter(lambda c: Response(200, {}))), "RegionOne", timeout=0)
 
 
 def test_region_clients_bound_a_session_without_timeout_including_token_requests():
@@ -104,7 +104,7 @@ def test_a_region_that_failed_is_not_tried_again_until_the_cooldown_passes():
         return Response(200, {"port": {"id": "p0"}})
 
     http = FakeAdapter(answer)
-    neutron = NeutronClient(http, "RegionTwo", breaker=Breaker(cooldown=10, clock=lambda: now[0]))
+    neutron = NeutronClient(as_adapter(http), "RegionTwo", breaker=Breaker(cooldown=10, clock=lambda: now[0]))
     with pytest.raises(Unavailable, match="unreachable"):
         neutron.get("ports", "p0")
     up[0] = True

@@ -4,7 +4,7 @@ models' schema, and services refuse a schema older than their code."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -47,7 +47,8 @@ def _fill(engine: sa.Engine) -> dict[str, list[dict]]:
         job_rows.append({
             "id": f"00000000-0000-0000-0000-00000000000{n}", "job_type": "network_sync", "resource_id": f"net-{n}",
             "project_id": "p1", "payload": {"reason": status.value, "n": n}, "status": status.value,
-            "attempt": n, "failures": n % 2, "rerun": running, "last_error": "boom" if status is JobStatus.FAIL else None,
+            "attempt": n, "failures": n % 2, "rerun": running,
+            "last_error": "boom" if status is JobStatus.FAIL else None,
             "run_after": T0, "lease_owner": "host:1:abc" if running else None,
             "lease_token": "11111111-1111-1111-1111-111111111111" if running else None,
             "lease_expires_at": T0 + timedelta(minutes=1) if running else None,
@@ -55,8 +56,9 @@ def _fill(engine: sa.Engine) -> dict[str, list[dict]]:
             "finished_at": T0 if status in (JobStatus.SUCCESS, JobStatus.FAIL) else None, "version": n + 1,
         })
     schedules = [{"name": "network_sync", "next_run_at": T0, "last_owner": "host:1:abc"}]
-    filled = {"isthmus_pods": pods, "isthmus_routings": routings, "isthmus_pod_bindings": bindings,
-              "isthmus_jobs": job_rows, "isthmus_job_schedules": schedules}
+    filled: dict[str, list[dict]] = {
+        "isthmus_pods": pods, "isthmus_routings": routings, "isthmus_pod_bindings": bindings,
+        "isthmus_jobs": job_rows, "isthmus_job_schedules": schedules}
     with engine.begin() as conn:
         for table, rows in filled.items():
             _insert(conn, table, rows)
@@ -80,7 +82,7 @@ def _check_rows_survived(engine: sa.Engine, filled: dict[str, list[dict]]) -> No
         assert (job.status.value, dict(job.payload), job.attempt, job.failures, job.rerun, job.last_error,
                 job.lease_token, job.version) == (row["status"], row["payload"], row["attempt"], row["failures"],
                                                   row["rerun"], row["last_error"], row["lease_token"], row["version"])
-        assert job.run_after == T0.replace(tzinfo=timezone.utc)
+        assert job.run_after == T0.replace(tzinfo=UTC)
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT name, last_owner FROM isthmus_job_schedules")).all() == [
             ("network_sync", "host:1:abc")]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-
 import itertools
 import json
 import re
 import uuid
-from datetime import datetime, timezone
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -92,11 +92,11 @@ class FakeNova:
                 status = self.fail_creates.pop(0)
                 return web.json_response({"badRequest": {"code": status, "message": "refused"}}, status=status)
             doc = json.loads(body)
-            now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            server = self.add(doc["server"]["name"], created=now)
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            made = self.add(doc["server"]["name"], created=now)
             if self.reply_delay:
                 await asyncio.sleep(self.reply_delay)
-            return web.json_response({"server": {"id": server["id"], "links": server["links"]}}, status=202)
+            return web.json_response({"server": {"id": made["id"], "links": made["links"]}}, status=202)
         if len(parts) >= 2 and parts[0] == "servers":
             server = self.servers.get(parts[1])
             caller = {"user": PROJECT, "other": OTHER}.get(request.headers.get("X-Auth-Token", ""))
@@ -112,7 +112,7 @@ class FakeNova:
                 return web.json_response({"conflictingRequest": {"code": 409, "message": "wrong state"}}, status=409)
             return web.json_response({"server": server})
         if parts and parts[0] == "flavors":
-            flavors = [{"id": "1", "name": f"from-{self.region}"}]
+            flavors: list[dict[str, Any]] = [{"id": "1", "name": f"from-{self.region}"}]
             flavors += [{"id": f"f{n}", "name": f"many-{n}",
                          "links": [{"rel": "self", "href": f"{self.base}/v2.1/flavors/f{n}"}]}
                         for n in range(self.extra_flavors)]

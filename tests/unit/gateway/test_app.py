@@ -54,12 +54,13 @@ async def test_merged_pagination_with_gateway_links(env):
         two.add(f"b{i}")
     full = await (await client.get("/compute/v2.1/servers/detail", headers=USER)).json()
     assert len(full["servers"]) == 5 and "servers_links" not in full
-    got, url, pages = [], "/compute/v2.1/servers/detail?limit=2", 0
+    got, pages = [], 0
+    url: str | None = "/compute/v2.1/servers/detail?limit=2"
     while url:
         doc = await (await client.get(url, headers=USER)).json()
         pages += 1
         got += [s["id"] for s in doc["servers"]]
-        nxt = [l["href"] for l in doc.get("servers_links", []) if l["rel"] == "next"]
+        nxt = [link["href"] for link in doc.get("servers_links", []) if link["rel"] == "next"]
         url = None
         if nxt:
             assert nxt[0].startswith(str(client.make_url("")).rstrip("/") + "/compute/v2.1/servers/detail?")
@@ -231,7 +232,8 @@ async def test_a_hung_region_costs_one_timeout_then_nothing(env):
     routed = await client.get(f"/compute/v2.1/servers/{s2['id']}", headers=USER)
     assert routed.status == 503
     assert time.monotonic() - started < gateway.settings.list_timeout  # no second timeout spent on it
-    assert gateway.upstream.breaker("RegionTwo", two.base).open_for() > 0 and not gateway.upstream.breaker("RegionOne", one.base).open_for()
+    assert gateway.upstream.breaker("RegionTwo", two.base).open_for() > 0
+    assert not gateway.upstream.breaker("RegionOne", one.base).open_for()
 
 
 def test_quota_counts_an_unreachable_region_as_last_seen_or_refuses():

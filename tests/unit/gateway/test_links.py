@@ -1,6 +1,7 @@
 from isthmus.gateway import links
-from isthmus.gateway.call import match_api as _match_api, split_project as _split_project
 from isthmus.gateway.apis import COMPUTE, VOLUME
+from isthmus.gateway.call import match_api as _match_api
+from isthmus.gateway.call import split_project as _split_project
 from isthmus.gateway.proxy import request_headers, response_headers
 
 

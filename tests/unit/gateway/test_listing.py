@@ -1,5 +1,6 @@
 import asyncio
 import random
+from typing import Any
 
 import pytest
 
@@ -8,7 +9,8 @@ from isthmus.gateway import listing
 
 def servers(prefix, n, start=0):
     # created_at with ties across regions, so the id tiebreak matters
-    return [{"id": f"{prefix}{i:03d}", "created_at": f"2024-01-01T00:00:{(start + i) // 2:02d}Z", "name": f"{prefix}{i}"}
+    return [{"id": f"{prefix}{i:03d}", "created_at": f"2024-01-01T00:00:{(start + i) // 2:02d}Z",
+             "name": f"{prefix}{i}"}
             for i in range(n)]
 
 
@@ -29,7 +31,8 @@ def region_fetch(items, spec, calls=None):
 async def page_through(regions, spec, limit, cache=None, use_cache=True, fetcher=None):
     key = listing.sort_key(spec)
     fetcher = fetcher or (lambda items: region_fetch(items, spec))
-    out, start, cursor, pages = [], {r: None for r in regions}, None, 0
+    start: dict[str, str | None] = {r: None for r in regions}
+    out, cursor, pages = [], None, 0
     while True:
         streams = [listing.RegionStream(r, fetcher(items), limit + 1, start[r], cursor.after if cursor else None,
                                         key, exact=cursor.stream_is_exact(r) if cursor else True)
@@ -98,7 +101,7 @@ def test_random_sort_specs_merge_like_a_global_sort():
 
 
 def test_first_page_asks_each_region_once():
-    calls = []
+    calls: list[Any] = []
     key = listing.sort_key(listing.DEFAULT)
     streams = [listing.RegionStream(r, region_fetch(servers(r, 10), listing.DEFAULT, calls), 3, key=key)
                for r in "xy"]
@@ -111,7 +114,8 @@ def test_first_page_asks_each_region_once():
 
 
 def test_nova_default_sorts_on_its_body_field_names():
-    assert listing.nova_sort({}) == (listing.SortKey("created", True, "created_at"), listing.SortKey("id", True, "uuid"))
+    assert listing.nova_sort({}) == (listing.SortKey("created", True, "created_at"),
+                                     listing.SortKey("id", True, "uuid"))
     assert listing.nova_sort({"sort_key": ["created_at"]})[0] == listing.SortKey("created", True, "created_at")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_checked_user_id_lets_ids_and_no_id_through():
 class UserQuotaRegions:
     def __init__(self, names):
         self.names = names
-        self.users = {n: {} for n in names}  # region -> the user's own limits
+        self.users: dict[str, dict[str, Any]] = {n: {} for n in names}  # region -> the user's own limits
         self.calls = []
 
     def regions(self):

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from isthmus.gateway.faults import Fault
-from isthmus.gateway.server_groups import (GroupHint, GroupSpec, affinity_conflict, copy_body, group_hint,
-                                           group_spec, merge_members)
+from isthmus.gateway.server_groups import (
+    GroupHint,
+    GroupSpec,
+    affinity_conflict,
+    copy_body,
+    group_hint,
+    group_spec,
+    merge_members,
+)
 
 G = "5b2c0f9e-7d4a-4a57-9d0f-0c3c1f6f2a11"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,7 @@ def test_aggregate_identity_prefers_the_uuid():
 
 def test_aggregate_shown_with_gateway_number_and_top_az():
     pod = Pod("p", "RegionOne", az_name="az1", pod_az_name="nova")
-    regional = {"id": 3, "uuid": "u", "name": "a", "availability_zone": "nova",
+    regional: dict[str, Any] = {"id": 3, "uuid": "u", "name": "a", "availability_zone": "nova",
                 "metadata": {"availability_zone": "nova", "k": "v"}, "hosts": ["h"]}
     out = shown(regional, 17, pod, with_uuid=False)
     assert out["id"] == 17 and "uuid" not in out and out["hosts"] == ["h"]

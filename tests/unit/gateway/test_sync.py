@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from types import SimpleNamespace
+from typing import Any
 
 from isthmus.gateway import sync
 from isthmus.jobs import JobContext
@@ -24,9 +25,9 @@ class FakeRegions:
 
     def __init__(self, names):
         self.names = names
-        self.flavors = {n: {} for n in names}
-        self.keys = {n: {} for n in names}
-        self.types = {n: {} for n in names}
+        self.flavors: dict[str, dict[str, Any]] = {n: {} for n in names}
+        self.keys: dict[str, dict[str, Any]] = {n: {} for n in names}
+        self.types: dict[str, dict[str, Any]] = {n: {} for n in names}
         self.calls = []
 
     def regions(self):

@@ -19,6 +19,7 @@ from isthmus.jobs import JobStore, ManualClock, make_engine
 from isthmus.jobs.schema import metadata
 from tests.dbservers import BACKENDS, Unreachable, create_database, drop_database
 
+
 @dataclass
 class ServerDatabases:
     """Creates each server's test database on first use; drops them all at the end."""

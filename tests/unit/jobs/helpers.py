@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from isthmus.jobs import HandlerRegistry, JobStore, Leases, RetryPolicy, Runner
+from isthmus.jobs import HandlerRegistry, Job, JobStore, Leases, RetryPolicy, Runner
 
 NO_JITTER = RetryPolicy(max_attempts=3, base_delay=10.0, max_delay=60.0, jitter=0.0)
 
@@ -28,3 +28,10 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, interval: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def found(store: JobStore, job_type: str, resource_id: str) -> Job:
+    """The job the test expects the store to hold."""
+    job = store.find(job_type, resource_id)
+    assert job is not None, f"no {job_type} job for {resource_id}"
+    return job

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from isthmus.jobs import HandlerRegistry, RetryPolicy, make_engine
-from isthmus.jobs import loader
-from isthmus.jobs.config import DEFAULT_CONNECTION, list_opts, retry_policy
 from isthmus.db import is_transient, migration, skip_locked_supported
+from isthmus.jobs import HandlerRegistry, RetryPolicy, loader, make_engine
+from isthmus.jobs.config import DEFAULT_CONNECTION, list_opts, retry_policy
 from isthmus.jobs.worker import build_worker, load_conf, main, settings_from_conf
 
 
@@ -79,7 +78,8 @@ def test_loader_calls_entry_points(monkeypatch) -> None:
         def load(self):
             return lambda registry: registry.register("port_delete", lambda ctx: None)
 
-    monkeypatch.setattr(loader, "entry_points", lambda group: [FakeEntryPoint()] if group == loader.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(loader, "entry_points",
+                        lambda group: [FakeEntryPoint()] if group == loader.ENTRY_POINT_GROUP else [])
     registry = loader.load_handlers(HandlerRegistry())
     assert registry.job_types() == ("port_delete",)
 
@@ -109,8 +109,10 @@ def test_transient_errors() -> None:
         return sa.exc.OperationalError("stmt", {}, orig)
 
     deadlock = Exception(1213, "Deadlock found")
-    pg = Exception("could not serialize")
-    pg.pgcode = "40001"
+    class PgError(Exception):
+        pgcode = "40001"  # psycopg2's SQLSTATE attribute
+
+    pg = PgError("could not serialize")
     assert is_transient(wrap(deadlock)) and is_transient(wrap(pg))
     assert is_transient(wrap(Exception("database is locked")))
     assert not is_transient(wrap(Exception(1146, "Table doesn't exist")))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import urllib.request
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from isthmus.jobs import HandlerRegistry, JobStore, ManualClock, PermanentFailure, RetryLater, make_engine
-from isthmus.jobs import metrics
+from isthmus.jobs import HandlerRegistry, JobStore, ManualClock, PermanentFailure, RetryLater, make_engine, metrics
 
 from .helpers import make_runner
 
@@ -19,7 +19,7 @@ def value(name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-def sqlite_store(sqlite_url: str) -> JobStore:
+def sqlite_store(sqlite_url: str) -> Iterator[JobStore]:
     engine = make_engine(sqlite_url)
     yield JobStore(engine, ManualClock())
     engine.dispose()
@@ -64,7 +64,9 @@ def test_lease_takeover_counted(sqlite_store: JobStore) -> None:
     b = make_runner(sqlite_store, registry, owner="worker-b", lease_seconds=30)
     sqlite_store.enqueue(job_type, "net-1")
     [claim_a] = a.claim(5)
-    sqlite_store.clock.advance(31)
+    clock = sqlite_store.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(31)
     [claim_b] = b.claim(5)
     assert value("isthmus_job_lease_takeovers_total", type=job_type) == 1
     assert a.run(claim_a) is None

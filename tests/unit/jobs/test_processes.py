@@ -122,8 +122,8 @@ def test_two_processes_never_run_one_key_at_once(procs: WorkerProcesses, jobs_of
     assert lines(procs.workdir / "violations") == []
     seen: dict[str, list[int]] = {}
     for line in lines(runs):
-        key, seq, _pid = line.split()
-        seen.setdefault(key, []).append(int(seq))
+        key, seq_text, _pid = line.split()
+        seen.setdefault(key, []).append(int(seq_text))
     assert set(seen) == set(keys)
     for key in keys:
         assert seen[key][-1] == last_seq[key]  # every key reconciled to its newest event

@@ -14,7 +14,7 @@ from isthmus.jobs import (
     RetryPolicy,
 )
 
-from .helpers import NO_JITTER, make_runner
+from .helpers import NO_JITTER, found, make_runner
 
 
 def _always(exc: Exception) -> HandlerRegistry:
@@ -122,7 +122,7 @@ def test_only_registered_types_are_claimed(store: JobStore) -> None:
     runner = make_runner(store, _always(RuntimeError()))
     store.enqueue("router_setup", "r-1")
     assert runner.run_due() == 0
-    assert store.find("router_setup", "r-1").status is JobStatus.NEW
+    assert found(store, "router_setup", "r-1").status is JobStatus.NEW
 
 
 def test_expired_lease_is_taken_over_and_the_old_outcome_dropped(store: JobStore, clock: ManualClock) -> None:
@@ -143,14 +143,14 @@ def test_expired_lease_is_taken_over_and_the_old_outcome_dropped(store: JobStore
     [claim_b] = b.claim(5)
     assert claim_b.job.id == job.id and claim_b.job.lease_owner == "worker-b"
     assert claim_b.job.attempt == 2 and claim_b.job.failures == 1
-    assert "worker-a" in claim_b.job.last_error
+    assert "worker-a" in (claim_b.job.last_error or "")
 
     assert a.run(claim_a) is None  # late result of the old holder: dropped
     assert not a.leases.renew(claim_a)
     assert not a.leases.release(claim_a)
     assert store.get(job.id).lease_owner == "worker-b"
     done = b.run(claim_b)
-    assert done.status is JobStatus.SUCCESS and done.attempt == 2
+    assert done is not None and done.status is JobStatus.SUCCESS and done.attempt == 2
 
 
 def test_a_job_that_keeps_killing_workers_ends_failed(store: JobStore, clock: ManualClock) -> None:
@@ -164,7 +164,7 @@ def test_a_job_that_keeps_killing_workers_ends_failed(store: JobStore, clock: Ma
     assert runner.claim(1) == []
     poisoned = store.get(job.id)
     assert poisoned.status is JobStatus.FAIL and poisoned.failures == 3
-    assert "expired" in poisoned.last_error and poisoned.lease_owner is None
+    assert "expired" in (poisoned.last_error or "") and poisoned.lease_owner is None
 
 
 def test_release_makes_the_job_due_again(store: JobStore) -> None:

@@ -22,13 +22,13 @@ from isthmus.jobs import (
 )
 from isthmus.jobs.registry import JobContext
 
-from ..clients.fakes import FakeAdapter, Response
+from ..clients.fakes import FakeAdapter, Response, as_adapter
 from .helpers import NO_JITTER, make_runner, wait_for
 
 
 def _region() -> tuple[NeutronClient, FakeAdapter]:
     http = FakeAdapter(lambda call: Response(200, {"network": {"id": "net-1"}}))
-    return NeutronClient(http, "RegionOne"), http
+    return NeutronClient(as_adapter(http), "RegionOne"), http
 
 
 # -- the context -------------------------------------------------------------------
@@ -51,9 +51,13 @@ def test_the_deadline_makes_should_stop_true(store: JobStore, clock: ManualClock
 
 
 def test_types_without_a_deadline_get_the_runner_default(store: JobStore, clock: ManualClock) -> None:
-    deadlines = []
+    deadlines: list[timedelta] = []
     registry = HandlerRegistry()
-    registry.register("sync", lambda ctx: deadlines.append(ctx.deadline - clock.now()))
+
+    def record(ctx):
+        assert ctx.deadline is not None
+        deadlines.append(ctx.deadline - clock.now())
+    registry.register("sync", record)
     runner = make_runner(store, registry)
     store.enqueue("sync", "net-1")
     runner.run_due()
@@ -133,7 +137,7 @@ def test_past_the_deadline_the_next_region_call_raises_and_is_no_failure(
     after = store.get(job.id)
     assert after.status is JobStatus.NEW and after.failures == 0
     assert after.run_after == clock.now() + timedelta(seconds=10)  # the type's backoff
-    assert "run deadline passed" in after.last_error
+    assert "run deadline passed" in (after.last_error or "")
 
 
 def test_a_handler_raising_stopped_is_no_failure(store: JobStore, clock: ManualClock) -> None:
@@ -305,9 +309,10 @@ def test_a_handler_ignoring_its_deadline_is_abandoned_as_a_failure(store: JobSto
     assert worker.running_jobs == []  # the slot is free again
     failed = store.get(job.id)
     assert failed.status is JobStatus.NEW and failed.failures == 1 and failed.lease_owner is None
-    assert "did not stop" in failed.last_error
+    assert "did not stop" in (failed.last_error or "")
 
     go_on.set()  # the stuck thread wakes: it sends nothing and records nothing
+    assert entry.thread is not None
     entry.thread.join(10)
     assert not entry.thread.is_alive()
     assert http.calls == [] and store.get(job.id).version == failed.version

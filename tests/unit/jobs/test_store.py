@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from isthmus.jobs import (
 from .helpers import make_runner
 
 
-def _registry(calls: list[str] | None = None) -> HandlerRegistry:
+def _registry(calls: list[Any] | None = None) -> HandlerRegistry:
     registry = HandlerRegistry()
     registry.register("sync", lambda ctx: calls.append(ctx.payload.get("v")) if calls is not None else None)
     return registry
@@ -58,7 +59,7 @@ def test_enqueue_while_running_yields_exactly_one_follow_up(store: JobStore) -> 
         assert store.enqueue("sync", "net-1", payload={"v": v}).status is JobStatus.RUNNING
     assert store.get(claim.job.id).rerun is True
     after_first = runner.run(claim)
-    assert after_first.status is JobStatus.NEW and after_first.attempt == 0
+    assert after_first is not None and after_first.status is JobStatus.NEW and after_first.attempt == 0
     assert runner.run_due() == 1  # the single follow-up
     assert runner.run_due() == 0
     assert calls == [1, 4]  # the follow-up saw the newest payload

@@ -6,6 +6,7 @@ import random
 import threading
 import time
 from collections import defaultdict
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -21,13 +22,13 @@ from isthmus.jobs import (
     WorkerSettings,
     make_engine,
 )
+from isthmus.jobs.models import ResourceRef
 from isthmus.jobs.periodic import ResyncScheduler
 from isthmus.jobs.registry import Resync
-from isthmus.jobs.models import ResourceRef
 
-from .helpers import make_runner, wait_for
+from .helpers import found, make_runner, wait_for
 
-FAST = dict(poll_interval=0.01, lease_seconds=30.0, shutdown_grace=2.0)
+FAST: dict[str, Any] = dict(poll_interval=0.01, lease_seconds=30.0, shutdown_grace=2.0)
 
 
 class KeyGuard:
@@ -116,8 +117,9 @@ def test_leases_are_renewed_while_a_long_handler_runs(sqlite_url: str) -> None:
         time.sleep(4.0)  # four lease periods of 1 s, renewed every 0.33 s (a loaded machine starves threads)
 
     engine = make_engine(sqlite_url)
-    settings = dict(poll_interval=0.01, lease_seconds=1.0, shutdown_grace=2.0)
-    workers = [Worker(JobStore(engine), registry, WorkerSettings(concurrency=1, owner=f"w{i}", **settings)) for i in range(2)]
+    settings: dict[str, Any] = dict(poll_interval=0.01, lease_seconds=1.0, shutdown_grace=2.0)
+    workers = [Worker(JobStore(engine), registry, WorkerSettings(concurrency=1, owner=f"w{i}", **settings))
+               for i in range(2)]
     threads = _start(workers)
     store = JobStore(engine)
     try:
@@ -211,7 +213,7 @@ def test_a_failing_resync_lister_does_not_break_the_scheduler(store: JobStore, c
     registry.register("sync", lambda ctx: None, resync=Resync(10.0, broken))
     scheduler = ResyncScheduler(store, registry, "w")
     assert scheduler.tick() == 1
-    assert store.find("sync", "net-1").status is JobStatus.NEW
+    assert found(store, "sync", "net-1").status is JobStatus.NEW
     clock.advance(10)
     assert scheduler.tick() == 1
 

@@ -9,8 +9,8 @@ import pytest
 
 from isthmus.jobs import InvalidJobState, JobRequest, JobStatus, ManualClock, RetryPolicy
 from isthmus.jobs import transitions as t
-from isthmus.jobs.models import Job, JobFilter
 from isthmus.jobs.errors import InvalidJobRequest
+from isthmus.jobs.models import Job, JobFilter
 
 NOW = ManualClock().now()
 POLICY = RetryPolicy(max_attempts=3, base_delay=10.0, max_delay=60.0, jitter=0.0)

@@ -91,7 +91,7 @@ def test_only_the_group_owners_address_group_counts_lowest_id_first():
              {"id": "0", "name": ag.name_of(S), "project_id": "intruder"},
              {"id": "1", "name": "something-else", "project_id": "p"}]
     chosen, duplicates = ag.choose(found, group)
-    assert chosen["id"] == "a" and [d["id"] for d in duplicates] == ["b"]
+    assert chosen is not None and chosen["id"] == "a" and [d["id"] for d in duplicates] == ["b"]
     assert ag.choose([found[2]], group) == (None, [])
     assert ag.group_of(ag.name_of(S)) == S and ag.group_of("default") is None
     body = ag.body(group, {"10.0.0.6/32"})

@@ -4,19 +4,19 @@ and deletes only on proof (pure logic over in-memory stand-ins of the REST clien
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from isthmus.clients import Unavailable
 from isthmus.jobs import JobContext
 from isthmus.network import PROFILE_KEY
 from isthmus.network.reconcilers.binding_sync import sync_bindings
 
-OLD = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+OLD = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
 
 
 def just_now() -> str:
     """Taken when the test runs (a module-level stamp is old by then in a long run)."""
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 @dataclass

@@ -149,6 +149,7 @@ def test_a_router_port_is_bound_at_central_once_every_region_shows_its_counterpa
     unbound = {"binding:host_id": "", "binding:profile": {}}
     both = {"RegionOne": _regional_port("ACTIVE"), "RegionTwo": _regional_port("ACTIVE", "compute-RegionTwo")}
     binding = l3.router_port_binding(unbound, both)
+    assert binding is not None
     assert binding["binding:host_id"] == "compute-RegionOne"
     assert binding["binding:profile"]["isthmus"]["region"] == "RegionOne"
     assert binding["binding:profile"]["isthmus"]["vif_type"] == "ovs"

@@ -3,8 +3,13 @@ against an in-memory stand-in of the one REST client the plugin uses)."""
 
 from __future__ import annotations
 
+from typing import cast
+
+import pytest
+
 from isthmus.clients.neutron import Rejected, Unavailable
 from isthmus.network import PROFILE_KEY
+from isthmus.network.local.central import CentralClient
 from isthmus.network.local.reports import CentralReports
 
 
@@ -57,7 +62,9 @@ class Clock:
 
 
 def reports(region: str, central: Central, local: dict[str, dict], clock: Clock) -> CentralReports:
-    return CentralReports(region, local.get, lambda: central, clock=clock, background=False)
+    # The fake answers the CentralClient calls the reports make.
+    client = cast(CentralClient, central)
+    return CentralReports(region, local.get, lambda: client, clock=clock, background=False)
 
 
 def test_a_bind_is_sent_at_once_and_an_unbind_already_known_writes_nothing():
@@ -98,7 +105,7 @@ def test_a_report_that_failed_is_retried_with_the_state_of_the_moment():
     assert central.ports["p"]["binding:host_id"] == "h9" and len(central.writes) == 1
 
 
-def test_an_unbind_racing_a_change_at_central_reads_again_not_overwrites():
+def test_an_unbind_racing_a_change_at_central_reads_again_not_overwrites(monkeypatch: pytest.MonkeyPatch) -> None:
     central, clock = Central(), Clock()
     central.ports["p"] = {"id": "p", "revision_number": 1, **bound("RegionOne", "h1")}
     r = reports("RegionOne", central, {"p": dict(UNBOUND)}, clock)
@@ -109,10 +116,10 @@ def test_an_unbind_racing_a_change_at_central_reads_again_not_overwrites():
         central.ports["p"]["revision_number"] += 1
         return port
 
-    central.port = racing  # type: ignore[method-assign]
+    monkeypatch.setattr(central, "port", racing)
     r.report("p")
     assert central.writes == [] and r.pending() == {"p": "report"}
-    central.port = real  # type: ignore[method-assign]
+    monkeypatch.setattr(central, "port", real)
     clock.now += 100
     r.retry_due()
     assert central.ports["p"]["binding:host_id"] == ""

@@ -1,12 +1,14 @@
 """sg_member_sync and the address-group helpers against a fake Neutron."""
 
 import itertools
+from typing import cast
 
-from isthmus.clients import Rejected
+from isthmus.clients import NeutronClient, Rejected
 from isthmus.network import PROFILE_KEY, jobtypes
 from isthmus.network.central import mech_driver
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import sg_members
+from isthmus.network.reconcilers.services import Services
 
 S = "11111111-1111-1111-1111-111111111111"
 REMOTE = {"id": "r1", "direction": "ingress", "ethertype": "IPv4", "protocol": None, "port_range_min": None,
@@ -46,7 +48,8 @@ class FakeNeutron:
         names = filters.get("name")
         names = [names] if isinstance(names, str) else names
         return [self.get(collection, i) for i, a in self.address_groups.items()
-                if (names is None or a["name"] in names) and filters.get("project_id", a["project_id"]) == a["project_id"]]
+                if (names is None or a["name"] in names)
+                and filters.get("project_id", a["project_id"]) == a["project_id"]]
 
     def create(self, collection, body):
         self.calls.append(("create", collection))
@@ -102,11 +105,21 @@ class _Services:
         return self.regions[region]
 
 
+def as_client(fake: FakeNeutron) -> NeutronClient:
+    """The reconcilers call only get/list/create/update/delete/action, which the fake answers."""
+    return cast(NeutronClient, fake)
+
+
+def as_services(fake: _Services) -> Services:
+    """sync_pair reads only central, registry and neutron(region), which the fake has."""
+    return cast(Services, fake)
+
+
 def test_converge_rereads_after_a_concurrent_change():
     neutron = FakeNeutron("R1")
     made = neutron.create("address-groups", ag.body(GROUP, ["10.0.0.1/32"]))
     neutron.address_groups[made["id"]]["addresses"].add("10.0.0.2/32")  # someone else added it meanwhile
-    change = sg_members.converge(neutron, made, lambda have: {"10.0.0.2/32", "10.0.0.3/32"})
+    change = sg_members.converge(as_client(neutron), made, lambda have: {"10.0.0.2/32", "10.0.0.3/32"})
     assert neutron.address_groups[made["id"]]["addresses"] == {"10.0.0.2/32", "10.0.0.3/32"}
     assert (change.add, change.remove) == (["10.0.0.3/32"], ["10.0.0.1/32"])
 
@@ -118,7 +131,7 @@ def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
     # R2 already has the address group (a member was bound in R1 before).
     r2_ag = r2.create("address-groups", ag.body(GROUP))
     services = _Services(central, {"R1": r1, "R2": r2})
-    sg_members.sync_pair(services, S, "10.0.0.5")
+    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
     assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
     # R1, the member's own region: its address group made (empty: no member elsewhere), one companion rule.
     (r1_ag,) = r1.address_groups.values()
@@ -127,19 +140,20 @@ def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
     assert [r["remote_address_group_id"] for r in companions] == [r1_ag["id"]]
     assert len(r1.groups[S]["security_group_rules"]) == 2  # the remote-group rule stays
     # Again: nothing to do (no rule churn, no address call).
-    r1.calls.clear(), r2.calls.clear()
-    sg_members.sync_pair(services, S, "10.0.0.5")
+    r1.calls.clear()
+    r2.calls.clear()
+    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
     assert not [c for c in r1.calls + r2.calls if c[0] not in ("list",)]
     # The port is deleted at central: its address leaves.
     central.ports.clear()
-    sg_members.sync_pair(services, S, "10.0.0.5/32")
+    sg_members.sync_pair(as_services(services), S, "10.0.0.5/32")
     assert r2.address_groups[r2_ag["id"]]["addresses"] == set()
 
 
 def test_racing_creators_keep_the_lowest_id():
     neutron = FakeNeutron("R1")
     first = neutron.create("address-groups", ag.body(GROUP))
-    chosen = sg_members.create(neutron, GROUP, {"10.0.0.5/32"})
+    chosen = sg_members.create(as_client(neutron), GROUP, {"10.0.0.5/32"})
     assert chosen["id"] == first["id"] and list(neutron.address_groups) == [first["id"]]
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio

@@ -17,7 +17,8 @@ import os
 import time
 import uuid
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("ISTHMUS_OPERATOR_RESYNC", "30")
 os.environ.setdefault("ISTHMUS_OPERATOR_WATCH_TIMEOUT", "30")
@@ -25,13 +26,13 @@ os.environ.setdefault("ISTHMUS_OPERATOR_WATCH_TIMEOUT", "30")
 # after this delay when not finished.
 os.environ.setdefault("ISTHMUS_OPERATOR_CLEANUP_RETRY", "0.5")
 
-import kopf  # noqa: E402
-from kopf._cogs.aiokits import aiotasks as kopf_aiotasks  # noqa: E402
+import kopf  # noqa: E402 - after the environment the operator reads at import
+from kopf._cogs.aiokits import aiotasks as kopf_aiotasks  # noqa: E402 - after the environment the operator reads at import
 
-from isthmus.operator import GROUP, VERSION, handlers  # noqa: E402
-from isthmus.operator.crds import KINDS  # noqa: E402
-from isthmus.operator.kube import RESOURCES, Kube  # noqa: E402
-from tests.unit.operator.conftest import PASSWORDS, make_cloud  # noqa: E402
+from isthmus.operator import GROUP, VERSION, handlers  # noqa: E402 - after the environment the operator reads at import
+from isthmus.operator.crds import KINDS  # noqa: E402 - after the environment the operator reads at import
+from isthmus.operator.kube import RESOURCES, Kube  # noqa: E402 - after the environment the operator reads at import
+from tests.unit.operator.conftest import PASSWORDS, make_cloud  # noqa: E402 - after the environment the operator reads at import
 
 Obj = dict[str, Any]
 NS = "ns1"
@@ -42,7 +43,7 @@ TRIM_EVERY = 0.05
 # they are its handlers) before cancelling them; the test's task that awaits kopf is one of
 # them, so every stop took 5 s. Those waiting tasks are left out (kopf's private helper;
 # if it moves, stopping is only slower again).
-_WAITERS: "weakref.WeakSet[asyncio.Task]" = weakref.WeakSet()
+_WAITERS: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()
 _kopf_all_tasks = getattr(kopf_aiotasks, "all_tasks", None)
 
 
@@ -140,12 +141,14 @@ class Operator:
         # The test client first: the emulator's task serving its keep-alive connection
         # would be one more task for kopf to wait for (see _all_tasks_but_waiters).
         await self.client.close()
-        _WAITERS.add(asyncio.current_task())
+        task = asyncio.current_task()
+        assert task is not None  # stop() is a coroutine: it runs in a task
+        _WAITERS.add(task)
         self.stop_flag.set()
         if self.task is not None:
             try:
                 await asyncio.wait_for(self.task, timeout=10)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError):
                 self.task.cancel()
         os.environ.pop("ISTHMUS_OPERATOR_SERVER", None)
 
@@ -169,6 +172,12 @@ class Operator:
 
     async def get(self, kind: str, name: str, namespace: str = NS) -> Obj | None:
         return await self.client.get(kind, namespace, name)
+
+    async def must_get(self, kind: str, name: str, namespace: str = NS) -> Obj:
+        """``kind name``, which the test expects to exist."""
+        found = await self.get(kind, name, namespace)
+        assert found is not None, f"{kind} {name} not found"
+        return found
 
     async def list(self, kind: str, namespace: str = NS, **labels: str) -> list[Obj]:
         return await self.client.list(kind, namespace, labels or None)
@@ -200,6 +209,12 @@ class Operator:
                 return c
         return None
 
+    async def must_condition(self, kind: str, name: str, type_: str) -> Obj:
+        """The condition, which the test expects to be set."""
+        found = await self.condition(kind, name, type_)
+        assert found is not None, f"{kind} {name} has no {type_} condition"
+        return found
+
     async def wait_condition(self, kind: str, name: str, type_: str, status: str, timeout: float = 40.0) -> Obj:
         async def check():
             c = await self.condition(kind, name, type_)
@@ -210,13 +225,14 @@ class Operator:
             obj = await self.get(kind, name)
             from isthmus.operator.kube import RESOURCES
             res = RESOURCES[kind]
+            versions: list[list[tuple[Any, Any]]] | str
             try:
                 versions = [ [(c["type"], c["status"]) for c in ((v or {}).get("status") or {}).get("conditions", [])]
                             for v in self.kmock.objects[f"{res.api_version}/{res.plural}", NS, name].history]
-            except Exception as e:  # noqa
+            except Exception as e:  # noqa: BLE001 - only decorates the assertion
                 versions = repr(e)
             raise AssertionError(f"{exc}; conditions: {((obj or {}).get('status') or {}).get('conditions')}; "
-                                 f"history {versions}")
+                                 f"history {versions}") from exc
 
     async def simulate_ready(self, namespace: str = NS) -> int:
         """Mark every managed Deployment ready and every Job complete (as lib-common's
@@ -247,7 +263,7 @@ class Operator:
             return await self.until(check, f"{kind} {name} Ready", timeout)
         except AssertionError as exc:
             obj = await self.get(kind, name)
-            raise AssertionError(f"{exc}; conditions: {((obj or {}).get('status') or {}).get('conditions')}")
+            raise AssertionError(f"{exc}; conditions: {((obj or {}).get('status') or {}).get('conditions')}") from exc
 
     async def settle(self) -> None:
         """Until the operator's queue is empty twice in a row (no reconcile in flight)."""

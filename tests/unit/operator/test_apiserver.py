@@ -15,8 +15,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -105,7 +106,8 @@ def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 
 def crd_established(server: ApiServer, name: str) -> bool:
     _, body = server.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-    return any(c["type"] == "Established" and c["status"] == "True" for c in body.get("status", {}).get("conditions", []))
+    return any(c["type"] == "Established" and c["status"] == "True"
+               for c in body.get("status", {}).get("conditions", []))
 
 
 def test_01_crds_established(apiserver: ApiServer) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from isthmus.operator import conditions as c
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def cond(type_, status, reason="R", message="m", when="2026-01-01T00:00:00Z"):
@@ -45,7 +45,8 @@ def test_merge_sorts_ready_first_and_keeps_transition_times() -> None:
     times = {x["type"]: x["lastTransitionTime"] for x in second}
     assert times["ZetaReady"] == "2026-01-01T00:00:00Z"  # unchanged
     assert times["AlphaReady"] == times["Ready"] == "2026-01-01T01:00:00Z"  # changed
-    assert c.merge(second, [cond("ZetaReady", "True"), cond("AlphaReady", "True")], 2, later + timedelta(hours=1)) == second
+    assert c.merge(second, [cond("ZetaReady", "True"), cond("AlphaReady", "True")], 2,
+                   later + timedelta(hours=1)) == second
 
 
 def test_merge_drops_conditions_no_longer_desired() -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 
 from isthmus.operator import crds, fernet
+from isthmus.operator.kube import Kube
 
 
 @pytest.mark.parametrize("text,seconds", [("24h", 86400), ("1h30m", 5400), ("90s", 90), ("1.5h", 5400),
@@ -58,7 +60,7 @@ def test_not_a_key_repository(keys: dict[str, str]) -> None:
 
 
 def test_due() -> None:
-    now = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
     day = timedelta(hours=24)
     assert fernet.due("2026-12-01T12:00:00+00:00", day, now)
     assert not fernet.due("2026-12-01T12:00:01+00:00", day, now)
@@ -81,6 +83,11 @@ class RecordingKube:
         return None
 
 
+def as_kube(recording: RecordingKube) -> Kube:
+    """The controller only calls patch(), which the recording stand-in has."""
+    return cast(Kube, recording)
+
+
 def keys_secret(annotations: dict[str, str] | None = None) -> dict:
     import base64
 
@@ -89,7 +96,7 @@ def keys_secret(annotations: dict[str, str] | None = None) -> dict:
                                            "annotations": annotations or {}}, "data": data}
 
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.asyncio
@@ -97,9 +104,11 @@ NOW = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
 async def test_controller_first_stamps_then_waits_a_whole_interval(stamp) -> None:
     from isthmus.operator.controllers import rotate_fernet_keys
 
-    kube, extra = RecordingKube(), {}
+    kube = RecordingKube()
+    extra: dict[str, Any] = {}
     annotations = {fernet.ROTATED_AT: stamp} if stamp else {}
-    after = await rotate_fernet_keys(kube, keys_secret(annotations), {"fernetRotationInterval": "1h"}, extra, NOW)
+    after = await rotate_fernet_keys(as_kube(kube), keys_secret(annotations), {"fernetRotationInterval": "1h"}, extra,
+                                     NOW)
     assert kube.patches == [{"metadata": {"annotations": {fernet.ROTATED_AT: NOW.isoformat()}}}]
     assert after == 3600 and extra["fernetKeysRotatedAt"] == NOW.isoformat()
 
@@ -110,9 +119,10 @@ async def test_controller_rotates_when_due_conditionally_and_drops_the_oldest() 
 
     from isthmus.operator.controllers import rotate_fernet_keys
 
-    kube, extra = RecordingKube(), {}
+    kube = RecordingKube()
+    extra: dict[str, Any] = {}
     stamp = (NOW - timedelta(hours=2)).isoformat()
-    after = await rotate_fernet_keys(kube, keys_secret({fernet.ROTATED_AT: stamp}),
+    after = await rotate_fernet_keys(as_kube(kube), keys_secret({fernet.ROTATED_AT: stamp}),
                                      {"fernetRotationInterval": "1h"}, extra, NOW)
     (patch,) = kube.patches
     assert patch["metadata"]["resourceVersion"] == "7"
@@ -129,8 +139,8 @@ async def test_controller_not_due_or_disabled_writes_nothing() -> None:
 
     kube = RecordingKube()
     stamp = (NOW - timedelta(minutes=20)).isoformat()
-    assert await rotate_fernet_keys(kube, keys_secret({fernet.ROTATED_AT: stamp}),
+    assert await rotate_fernet_keys(as_kube(kube), keys_secret({fernet.ROTATED_AT: stamp}),
                                     {"fernetRotationInterval": "1h"}, {}, NOW) == 2400
-    assert await rotate_fernet_keys(kube, keys_secret({fernet.ROTATED_AT: stamp}),
+    assert await rotate_fernet_keys(as_kube(kube), keys_secret({fernet.ROTATED_AT: stamp}),
                                     {"fernetRotationInterval": "0"}, {}, NOW) is None
     assert kube.patches == []

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from tests.unit.operator.conftest import PASSWORDS
-from tests.unit.operator.kmock_harness import (NS, Operator, ini, make, registrations, secret,
-                                               secret_file)
+from tests.unit.operator.kmock_harness import NS, Operator, ini, make, registrations, secret, secret_file
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # the real operator against kmock (tests/tiers.py)
 
@@ -29,7 +28,7 @@ async def test_02_03_children_owned_and_initial_status(op: Operator) -> None:
     assert sorted(r["metadata"]["name"] for r in children["Region"]) == ["cloud-region-regionone",
                                                                          "cloud-region-regiontwo"]
     assert children["APIGateway"] == []
-    mrc = await op.get("MultiRegionCloud", "cloud")
+    mrc = await op.must_get("MultiRegionCloud", "cloud")
     for kind in ("IdentityService", "Region", "CentralNetwork", "CloudControllerConfig"):
         for child in children[kind]:
             (ref,) = child["metadata"]["ownerReferences"]
@@ -39,7 +38,7 @@ async def test_02_03_children_owned_and_initial_status(op: Operator) -> None:
             assert child["metadata"]["labels"]["app.kubernetes.io/part-of"] == "cloud"
     mrc = await op.until(lambda: op.get("MultiRegionCloud", "cloud"), "status",)
     await op.until(lambda: op.condition("MultiRegionCloud", "cloud", "RegionsReady"), "RegionsReady")
-    mrc = await op.get("MultiRegionCloud", "cloud")
+    mrc = await op.must_get("MultiRegionCloud", "cloud")
     status = mrc["status"]
     assert status["observedGeneration"] == mrc["metadata"]["generation"] == 1
     types = [c["type"] for c in status["conditions"]]
@@ -54,7 +53,7 @@ async def test_04_05_06_identity_service(op: Operator) -> None:
     c = await op.wait_condition("IdentityService", ids, "InputReady", "False")
     assert c["reason"] == "SecretNotFound" and "passwords" in c["message"]
     assert await op.get("Deployment", ids) is None
-    before = await op.get("IdentityService", ids)
+    before = await op.must_get("IdentityService", ids)
     await op.create(secret("passwords", dict(PASSWORDS)))
     await op.wait_condition("IdentityService", ids, "InputReady", "True")
     config = await op.until(lambda: op.get("Secret", f"{ids}-config"), "config Secret")
@@ -62,7 +61,7 @@ async def test_04_05_06_identity_service(op: Operator) -> None:
     assert "db-pw@db.example" in conf["database"]["connection"]
     assert conf["cache"]["memcache_servers"] == "mc:11211"
     for keys in ("fernet-keys", "credential-keys"):
-        assert set((await op.get("Secret", f"{ids}-{keys}"))["data"]) == {"0", "1"}
+        assert set((await op.must_get("Secret", f"{ids}-{keys}"))["data"]) == {"0", "1"}
     await op.until(lambda: op.get("Job", f"{ids}-db-sync"), "db-sync Job")
     assert await op.get("Job", f"{ids}-bootstrap") is None  # only after db-sync succeeds
     await op.patch("Job", f"{ids}-db-sync", {"status": {"succeeded": 1}}, subresource="status")
@@ -70,12 +69,12 @@ async def test_04_05_06_identity_service(op: Operator) -> None:
     env = {e["name"]: e.get("value") for e in bootstrap["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["OS_BOOTSTRAP_REGION_ID"] == "CentralRegion"
     for svc in ("public", "internal"):
-        assert (await op.get("Service", f"{ids}-{svc}"))["spec"]["ports"][0]["port"] == 5000
+        assert (await op.must_get("Service", f"{ids}-{svc}"))["spec"]["ports"][0]["port"] == 5000
     await op.converge("IdentityService", ids)
-    ids_obj = await op.get("IdentityService", ids)
+    ids_obj = await op.must_get("IdentityService", ids)
     assert ids_obj["status"]["apiEndpoints"] == {"public": "http://cloud-identity-public.ns1.svc:5000/v3",
                                                  "internal": "http://cloud-identity-internal.ns1.svc:5000/v3"}
-    assert (await op.get("Deployment", ids))["spec"]["replicas"] == 1
+    assert (await op.must_get("Deployment", ids))["spec"]["replicas"] == 1
     await op.wait_condition("MultiRegionCloud", "cloud", "IdentityReady", "True")
     # The CR itself was never touched by the Secret's arrival (spec and generation unchanged).
     assert ids_obj["spec"] == before["spec"] and ids_obj["metadata"]["generation"] == before["metadata"]["generation"]
@@ -87,7 +86,7 @@ async def test_07_region_waits_for_keystone(op: Operator) -> None:
     c = await op.wait_condition("Region", region, "IdentityReady", "False")
     assert c["reason"] == "Waiting"
     await asyncio.sleep(3)  # give the operator time to do what it must not do
-    assert (await op.condition("Region", region, "IdentityReady"))["status"] == "False"
+    assert (await op.must_condition("Region", region, "IdentityReady"))["status"] == "False"
     assert await op.list("EndpointRegistration", **{"app.kubernetes.io/instance": region}) == []
     assert await op.get("Deployment", f"{region}-neutron") is None
 
@@ -110,7 +109,7 @@ async def test_09_network_attachments(op: Operator) -> None:
     await op.converge("IdentityService", "cloud-identity")
     c = await op.wait_condition("Region", region, "NetworkAttachmentsReady", "False")
     assert c["reason"] == "NetworkAttachmentNotFound"
-    assert (await op.condition("Region", region, "Ready"))["status"] == "False"
+    assert (await op.must_condition("Region", region, "Ready"))["status"] == "False"
     assert await op.get("Deployment", f"{region}-neutron") is None
     await op.create({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
                      "metadata": {"name": "internalapi"}, "spec": {"config": "{}"}})
@@ -121,9 +120,9 @@ async def test_09_network_attachments(op: Operator) -> None:
     try:
         await op.until(neutron_deployment, "neutron Deployment")
     except AssertionError as exc:
-        got = await op.get("Region", region)
-        raise AssertionError(f"{exc}: {got.get('status')}")
-    dep = await op.get("Deployment", f"{region}-neutron")
+        got = await op.must_get("Region", region)
+        raise AssertionError(f"{exc}: {got.get('status')}") from exc
+    dep = await op.must_get("Deployment", f"{region}-neutron")
     networks = json.loads(dep["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
     assert networks == [{"name": "internalapi", "namespace": NS}]
     await op.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
@@ -131,7 +130,7 @@ async def test_09_network_attachments(op: Operator) -> None:
         "annotations": {"k8s.v1.cni.cncf.io/network-status": json.dumps(
             [{"name": f"{NS}/internalapi", "ips": ["172.17.0.31"]}])}}, "spec": {}})
     await op.wait_condition("Region", region, "NetworkAttachmentsReady", "True")
-    assert (await op.get("Region", region))["status"]["networkAttachments"] == {"internalapi": ["172.17.0.31"]}
+    assert (await op.must_get("Region", region))["status"]["networkAttachments"] == {"internalapi": ["172.17.0.31"]}
 
 
 async def test_10_nova_toggles(op: Operator) -> None:
@@ -199,7 +198,7 @@ async def test_18_19_idempotent_restart_and_drift(op: Operator) -> None:
                centralNetwork={"enabled": False}, cloudControllerManager={"enabled": False})
     ids = "cloud-identity"
     await op.converge("IdentityService", ids)
-    fernet = (await op.get("Secret", f"{ids}-fernet-keys"))["data"]
+    fernet = (await op.must_get("Secret", f"{ids}-fernet-keys"))["data"]
     await asyncio.sleep(2)
     before = op.versions()
     # A restart (and the resync tick that comes with it) writes nothing.
@@ -209,14 +208,14 @@ async def test_18_19_idempotent_restart_and_drift(op: Operator) -> None:
     # No object the operator had written was written again (new objects of the Region,
     # which was still waiting on Keystone, may appear).
     assert {key: after.get(key) for key in before} == before
-    assert (await op.get("Secret", f"{ids}-fernet-keys"))["data"] == fernet
+    assert (await op.must_get("Secret", f"{ids}-fernet-keys"))["data"] == fernet
     # Drift: a deleted Service comes back; a hand-scaled Deployment is scaled back.
     await op.delete("Service", f"{ids}-public")
     await op.until(lambda: op.get("Service", f"{ids}-public"), "Service recreated")
     await op.patch("Deployment", ids, {"spec": {"replicas": 5}})
 
     async def scaled_back():
-        dep = await op.get("Deployment", ids)
+        dep = await op.must_get("Deployment", ids)
         return dep["spec"]["replicas"] == 1
     await op.until(scaled_back, "Deployment scaled back")
 
@@ -229,19 +228,19 @@ async def test_20_25_propagation_and_stable_transition_times(op: Operator) -> No
     ready = await op.condition("IdentityService", ids, "Ready")
     await asyncio.sleep(2)
     assert await op.condition("IdentityService", ids, "Ready") == ready  # 25: time kept when nothing changes
-    conditions = (await op.get("IdentityService", ids))["status"]["conditions"]
+    conditions = (await op.must_get("IdentityService", ids))["status"]["conditions"]
     assert conditions[0]["type"] == "Ready"
     assert [c["type"] for c in conditions[1:]] == sorted(c["type"] for c in conditions[1:])
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"identity": {"replicas": 3}}})
 
     async def propagated():
-        child = await op.get("IdentityService", ids)
-        dep = await op.get("Deployment", ids)
+        child = await op.must_get("IdentityService", ids)
+        dep = await op.must_get("Deployment", ids)
         return child["spec"]["replicas"] == 3 and dep["spec"]["replicas"] == 3 and child
     child = await op.until(propagated, "replicas propagated to the child and its Deployment")
     assert child["metadata"]["generation"] == 2
     await op.wait_condition("IdentityService", ids, "Ready", "False")  # 3 replicas not ready yet
-    mrc = await op.get("MultiRegionCloud", "cloud")
+    mrc = await op.must_get("MultiRegionCloud", "cloud")
     assert mrc["status"]["observedGeneration"] == mrc["metadata"]["generation"] == 2
     await op.converge("IdentityService", ids)
-    assert (await op.get("IdentityService", ids))["status"]["observedGeneration"] == 2
+    assert (await op.must_get("IdentityService", ids))["status"]["observedGeneration"] == 2

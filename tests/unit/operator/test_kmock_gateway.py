@@ -57,8 +57,9 @@ def tls_mounts(dep: dict[str, Any]) -> list[tuple[str, str]]:
 
 async def _backends(op: Operator) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """(backends.json, the gateway Deployment, the APIGateway)."""
-    table = await op.get("ConfigMap", f"{GW}-backends")
-    return json.loads(table["data"]["backends.json"]), await op.get("Deployment", GW), await op.get("APIGateway", GW)
+    table = await op.must_get("ConfigMap", f"{GW}-backends")
+    return (json.loads(table["data"]["backends.json"]), await op.must_get("Deployment", GW),
+            await op.must_get("APIGateway", GW))
 
 
 async def _converge_backends(op: Operator, regions: list[str]) -> None:
@@ -87,8 +88,8 @@ async def test_15_gateway_backends_follow_ready_selected_regions(op: Operator) -
     assert gw["status"]["backends"] == [{"region": b["region"], "novaURL": b["nova_url"],
                                          "cinderURL": b["cinder_url"], "az": b["az"]} for b in two]
     # The pod template's hash is the hash of what the pods mount: the gateway.conf Secret and this ConfigMap.
-    conf = await op.get("Secret", f"{GW}-config")
-    table_cm = await op.get("ConfigMap", f"{GW}-backends")
+    conf = await op.must_get("Secret", f"{GW}-config")
+    table_cm = await op.must_get("ConfigMap", f"{GW}-backends")
     first_hash = config_hash_of(dep)
     assert first_hash == gw["status"]["configHash"] == objects.config_hash(
         {"stringData": {"gateway.conf": secret_file(conf, "gateway.conf")}}, {"data": table_cm["data"]})
@@ -116,7 +117,7 @@ async def test_15_gateway_backends_follow_ready_selected_regions(op: Operator) -
         regions_ = [b["region"] for b in (gw.get("status") or {}).get("backends") or []]
         return regions_ == ["RegionOne", "RegionThree"] and [b["region"] for b in table] == regions_
     await op.until(selected, "RegionTwo dropped from the backends")
-    assert config_hash_of(await op.get("Deployment", GW)) not in (first_hash, gw["status"]["configHash"])
+    assert config_hash_of(await op.must_get("Deployment", GW)) not in (first_hash, gw["status"]["configHash"])
 
 
 async def test_16_gateway_registers_compute_and_volume_per_toggle(op: Operator) -> None:
@@ -151,7 +152,9 @@ async def test_17_ccm_cloud_conf_secret(op: Operator) -> None:
 
     async def rendered(regions: list[str]):
         ccm = await op.get("CloudControllerConfig", CCM)
-        status = (ccm or {}).get("status") or {}
+        if ccm is None:  # not made yet
+            return None
+        status = ccm.get("status") or {}
         if status.get("regions") != regions or status.get("observedGeneration") != ccm["metadata"]["generation"]:
             return None
         conf = await op.get("Secret", "cloud-config", namespace="kube-system")
@@ -164,8 +167,8 @@ async def test_17_ccm_cloud_conf_secret(op: Operator) -> None:
     assert (parsed.global_.application_credential_id, parsed.global_.application_credential_secret) == ("id1", "sec1")
     assert parsed.regions == ("RegionOne", "RegionTwo")
     assert status["renderedHash"] == objects.config_hash({"stringData": {"cloud.conf": text}})
-    assert (await op.condition("CloudControllerConfig", CCM, "Ready"))["status"] == "True"
-    env = await op.get("ConfigMap", "cloud-config-env", namespace="kube-system")
+    assert (await op.must_condition("CloudControllerConfig", CCM, "Ready"))["status"] == "True"
+    env = await op.must_get("ConfigMap", "cloud-config-env", namespace="kube-system")
     assert env["data"] == {"OS_CCM_REGIONAL": "true"}  # regionalProviderID defaults to true
 
     # Removing a region from the cloud re-renders the Secret and changes the hash.
@@ -178,7 +181,7 @@ async def test_17_ccm_cloud_conf_secret(op: Operator) -> None:
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"cloudControllerManager": {"regionalProviderID": False}}})
 
     async def not_regional():
-        env = await op.get("ConfigMap", "cloud-config-env", namespace="kube-system")
+        env = await op.must_get("ConfigMap", "cloud-config-env", namespace="kube-system")
         return env["data"] == {"OS_CCM_REGIONAL": "false"}
     await op.until(not_regional, "OS_CCM_REGIONAL=false")
 
@@ -204,7 +207,7 @@ async def test_21_region_failure_mirrored_to_the_cloud(op: Operator) -> None:
     # The cloud's Ready mirrors the highest-priority failure: RegionsReady's error, not IdentityReady's info.
     identity = await op.wait_condition("MultiRegionCloud", "cloud", "IdentityReady", "False")
     assert identity["reason"] == "Running"  # Keystone's db_sync Job: nobody completes it yet
-    mrc_ready = await op.condition("MultiRegionCloud", "cloud", "Ready")
+    mrc_ready = await op.must_condition("MultiRegionCloud", "cloud", "Ready")
     assert (mrc_ready["status"], mrc_ready["reason"], mrc_ready["message"]) == (
         "False", "RangeMismatch", regions_ready["message"])
 
@@ -212,9 +215,10 @@ async def test_21_region_failure_mirrored_to_the_cloud(op: Operator) -> None:
     # must drop it from the child Region, which a plain merge patch of the child did not.)
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"regions": good}})
     await op.wait_condition("Region", R2, "CrossRegionConfigValid", "True")
-    assert "vniRanges" not in (await op.get("Region", R2))["spec"]["neutron"]
+    assert "vniRanges" not in (await op.must_get("Region", R2))["spec"]["neutron"]
     await op.converge("MultiRegionCloud", "cloud", timeout=90)
-    conditions = {c["type"]: c["status"] for c in (await op.get("MultiRegionCloud", "cloud"))["status"]["conditions"]}
+    mrc = await op.must_get("MultiRegionCloud", "cloud")
+    conditions = {c["type"]: c["status"] for c in mrc["status"]["conditions"]}
     assert conditions == {"Ready": "True", "IdentityReady": "True", "RegionsReady": "True",
                           "CentralNetworkReady": "True"}
 
@@ -235,13 +239,13 @@ async def test_23_custom_service_config_touches_only_its_region(op: Operator) ->
     await op.until(deployments, "both neutron Deployments")
     await settled(op)
     before = op.versions()
-    deps = {r: await op.get("Deployment", f"{r}-neutron") for r in (R1, R2)}
+    deps = {r: await op.must_get("Deployment", f"{r}-neutron") for r in (R1, R2)}
 
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"regions": regions("[DEFAULT]\ndebug = true\n")}})
 
     async def rewritten():
-        conf = await op.get("Secret", f"{R2}-neutron-config")
-        dep = await op.get("Deployment", f"{R2}-neutron")
+        conf = await op.must_get("Secret", f"{R2}-neutron-config")
+        dep = await op.must_get("Deployment", f"{R2}-neutron")
         return (conf, dep) if (ini(secret_file(conf, "custom.conf"))["DEFAULT"]["debug"] == "true"
                                and config_hash_of(dep) != config_hash_of(deps[R2])) else None
     conf, dep = await op.until(rewritten, "RegionTwo's config Secret and Deployment")
@@ -255,8 +259,8 @@ async def test_23_custom_service_config_touches_only_its_region(op: Operator) ->
     changed = {key for key in after if after[key] != before.get(key)}
     assert changed == {("secrets", NS, f"{R2}-neutron-config"), ("deployments", NS, f"{R2}-neutron")}
     # RegionOne: nothing rewritten.
-    assert config_hash_of(await op.get("Deployment", f"{R1}-neutron")) == config_hash_of(deps[R1])
-    r1_conf = await op.get("Secret", f"{R1}-neutron-config")
+    assert config_hash_of(await op.must_get("Deployment", f"{R1}-neutron")) == config_hash_of(deps[R1])
+    r1_conf = await op.must_get("Secret", f"{R1}-neutron-config")
     assert ini(secret_file(r1_conf, "custom.conf"))["DEFAULT"]["debug"] == "false"
 
 
@@ -267,7 +271,7 @@ async def test_24_tls(op: Operator) -> None:
                centralNetwork=OFF, apiGateway=OFF, cloudControllerManager=OFF)
     c = await op.wait_condition("IdentityService", IDS, "TLSInputReady", "False")
     assert (c["reason"], c["message"]) == ("TLSSecretNotFound", "TLS Secret public-cert not found")
-    assert (await op.condition("IdentityService", IDS, "Ready"))["reason"] == "TLSSecretNotFound"
+    assert (await op.must_condition("IdentityService", IDS, "Ready"))["reason"] == "TLSSecretNotFound"
     c = await op.wait_condition("Region", R1, "TLSInputReady", "False")
     assert c["reason"] == "TLSSecretNotFound"
     await settled(op)
@@ -277,11 +281,11 @@ async def test_24_tls(op: Operator) -> None:
     # The certificate arrives: reconciliation resumes by itself.
     await op.create(secret("public-cert", {"tls.crt": "CERT", "tls.key": "KEY"}))
     await op.converge("IdentityService", IDS)
-    assert (await op.condition("IdentityService", IDS, "TLSInputReady"))["status"] == "True"
-    ids = await op.get("IdentityService", IDS)
+    assert (await op.must_condition("IdentityService", IDS, "TLSInputReady"))["status"] == "True"
+    ids = await op.must_get("IdentityService", IDS)
     assert ids["status"]["apiEndpoints"] == {"public": f"https://{IDS}-public.{NS}.svc:5000/v3",
                                              "internal": f"https://{IDS}-internal.{NS}.svc:5000/v3"}
-    keystone = await op.get("Deployment", IDS)
+    keystone = await op.must_get("Deployment", IDS)
     assert tls_mounts(keystone) == [(objects.TLS_DIR, "public-cert")]
     command = keystone["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--certfile") + 1] == f"{objects.TLS_DIR}/tls.crt"
@@ -290,14 +294,14 @@ async def test_24_tls(op: Operator) -> None:
         await op.simulate_ready()
         return await op.get("Deployment", f"{R1}-neutron")
     assert tls_mounts(await op.until(neutron, "neutron Deployment")) == [(objects.TLS_DIR, "public-cert")]
-    region = await op.get("Region", R1)
+    region = await op.must_get("Region", R1)
     assert region["status"]["endpoints"] == {"network": f"https://{R1}-neutron-public.{NS}.svc:9696"}
     regs = await op.until(lambda: registrations(op, R1), "the region's registrations")
     assert regs["identity"]["spec"]["endpoints"]["public"] == f"https://{IDS}-public.{NS}.svc:5000/v3"
     assert regs["network"]["spec"]["endpoints"] == {"public": f"https://{R1}-neutron-public.{NS}.svc:9696",
                                                     "internal": f"https://{R1}-neutron-internal.{NS}.svc:9696"}
     # The MultiRegionCloud advertises the https Keystone too.
-    mrc = await op.get("MultiRegionCloud", "cloud")
+    mrc = await op.must_get("MultiRegionCloud", "cloud")
     assert mrc["status"]["identity"]["endpoints"]["public"] == f"https://{IDS}-public.{NS}.svc:5000/v3"
 
 

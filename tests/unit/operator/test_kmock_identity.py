@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 import pytest
 
@@ -22,7 +22,7 @@ class OperatorClock(datetime):
     current = datetime(2026, 1, 1, tzinfo=UTC)
 
     @classmethod
-    def now(cls, tz=None):  # type: ignore[no-untyped-def, override]
+    def now(cls, tz: tzinfo | None = None) -> datetime:  # type: ignore[override]  # the clock returns plain datetimes
         return cls.current
 
     @classmethod
@@ -39,13 +39,13 @@ async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(
                cloudControllerManager={"enabled": False})
     ids = "cloud-identity"
     await op.converge("IdentityService", ids)
-    template = (await op.get("Deployment", ids))["spec"]["template"]["metadata"]["annotations"]
-    first = secret_text(await op.get("Secret", f"{ids}-fernet-keys"))
+    template = (await op.must_get("Deployment", ids))["spec"]["template"]["metadata"]["annotations"]
+    first = secret_text(await op.must_get("Secret", f"{ids}-fernet-keys"))
     assert set(first) == {"0", "1"}
-    credentials = secret_text(await op.get("Secret", f"{ids}-credential-keys"))
+    credentials = secret_text(await op.must_get("Secret", f"{ids}-credential-keys"))
 
     async def keys_with(names: set[str]) -> dict[str, str] | None:
-        keys = secret_text(await op.get("Secret", f"{ids}-fernet-keys"))
+        keys = secret_text(await op.must_get("Secret", f"{ids}-fernet-keys"))
         return keys if set(keys) == names else None
 
     OperatorClock.advance(2)  # the interval: the next pass (requeued after it) rotates once
@@ -57,13 +57,13 @@ async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(
     OperatorClock.advance(2)
     third = await op.until(lambda: keys_with({"0", "2", "3"}), "second rotation (oldest secondary dropped)")
     assert third["3"] == second["0"] and third["2"] == second["2"]
-    stored = await op.get("Secret", f"{ids}-fernet-keys")
+    stored = await op.must_get("Secret", f"{ids}-fernet-keys")
     stamp = stored["metadata"]["annotations"][fernet.ROTATED_AT]
 
     async def status_stamp() -> bool:
-        ids_obj = await op.get("IdentityService", ids)
+        ids_obj = await op.must_get("IdentityService", ids)
         return ids_obj["status"].get("fernetKeysRotatedAt", "") >= stamp
     await op.until(status_stamp, "status.fernetKeysRotatedAt")
     # Keystone reads the mounted keys in place: no rollout; credential keys never rotate.
-    assert (await op.get("Deployment", ids))["spec"]["template"]["metadata"]["annotations"] == template
-    assert secret_text(await op.get("Secret", f"{ids}-credential-keys")) == credentials
+    assert (await op.must_get("Deployment", ids))["spec"]["template"]["metadata"]["annotations"] == template
+    assert secret_text(await op.must_get("Secret", f"{ids}-credential-keys")) == credentials

@@ -12,15 +12,23 @@ from typing import Any
 import pytest
 
 from isthmus.operator import API_VERSION, controllers
-from tests.unit.operator.kmock_harness import (NS, Operator, ServerLikeKube, ini, make, register_resources,
-                                               registrations, secret_file)
+from tests.unit.operator.kmock_harness import (
+    NS,
+    Operator,
+    ServerLikeKube,
+    ini,
+    make,
+    register_resources,
+    registrations,
+    secret_file,
+)
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # the real operator against kmock (tests/tiers.py)
 
 CNET = "cloud-central-network"
 ONE, TWO = "cloud-region-regionone", "cloud-region-regiontwo"
 # What a test does not need stays off (the tier's cost is requests per reconcile).
-LEAN = {"apiGateway": {"enabled": False}, "cloudControllerManager": {"enabled": False}}
+LEAN: dict[str, Any] = {"apiGateway": {"enabled": False}, "cloudControllerManager": {"enabled": False}}
 
 
 
@@ -72,7 +80,7 @@ async def test_12_central_network(op: Operator) -> None:
     await op.converge("CentralNetwork", CNET)
 
     # Deployments: central Neutron, the Admin API and xjob, with the spec's replicas.
-    deployments = {name: await op.get("Deployment", f"{CNET}-{name}") for name in ("neutron", "admin-api", "xjob")}
+    deployments = {name: await op.must_get("Deployment", f"{CNET}-{name}") for name in ("neutron", "admin-api", "xjob")}
     assert {name: dep["spec"]["replicas"] for name, dep in deployments.items()} == {
         "neutron": 2, "admin-api": 1, "xjob": 3}
     assert container(deployments["admin-api"])["command"][:1] == ["isthmus-admin"]
@@ -83,7 +91,7 @@ async def test_12_central_network(op: Operator) -> None:
         assert dep["metadata"]["labels"]["isthmus.dev/region"] == "CentralRegion"
     # Services, each selecting its Deployment's pods.
     backends = {"neutron-public": "neutron", "neutron-internal": "neutron", "admin-api": "admin-api"}
-    services = {name: await op.get("Service", f"{CNET}-{name}") for name in backends}
+    services = {name: await op.must_get("Service", f"{CNET}-{name}") for name in backends}
     assert {name: svc["spec"]["ports"][0]["port"] for name, svc in services.items()} == {
         "neutron-public": 9696, "neutron-internal": 9696, "admin-api": 19990}
     for name, svc in services.items():
@@ -91,7 +99,7 @@ async def test_12_central_network(op: Operator) -> None:
         assert svc["spec"]["selector"].items() <= pod_labels.items()
 
     # Configuration: the central core plugin and the spec's ranges and drivers.
-    config = await op.get("Secret", f"{CNET}-neutron-config")
+    config = await op.must_get("Secret", f"{CNET}-neutron-config")
     conf, ml2 = ini(secret_file(config, "neutron.conf")), ini(secret_file(config, "ml2_conf.ini"))
     assert conf["DEFAULT"]["core_plugin"] == "isthmus_central"
     assert conf["DEFAULT"]["service_plugins"] == "isthmus_central_l3"
@@ -104,7 +112,7 @@ async def test_12_central_network(op: Operator) -> None:
     assert ml2["ml2_type_vlan"]["network_vlan_ranges"] == "physnet1:200:300,physnet2:10:20"
     assert ml2["ml2_type_vxlan"]["vni_ranges"] == "1:5000"
     assert ml2["ml2_type_flat"]["flat_networks"] == "extnet"
-    admin = ini(secret_file(await op.get("Secret", f"{CNET}-admin-api-config"), "admin-api.conf"))
+    admin = ini(secret_file(await op.must_get("Secret", f"{CNET}-admin-api-config"), "admin-api.conf"))
     assert admin["DEFAULT"]["bind_port"] == "19990"
 
     # The Admin API is catalogued (service type multiregion) in the central region, and so is
@@ -117,14 +125,14 @@ async def test_12_central_network(op: Operator) -> None:
         "serviceType": "multiregion", "serviceName": "isthmus", "region": "CentralRegion",
         "endpoints": {"public": admin_url, "internal": admin_url}}
     assert multiregion["status"]["registered"] == {"public": admin_url, "internal": admin_url}
-    command = container(await op.get("Job", multiregion["status"]["jobName"]))["command"]
+    command = container(await op.must_get("Job", multiregion["status"]["jobName"]))["command"]
     for flag, value in (("--service-type", "multiregion"), ("--region", "CentralRegion"), ("--public", admin_url)):
         assert command[command.index(flag) + 1] == value
     assert "--delete" not in command
     assert (regs["network"]["spec"]["region"], regs["network"]["spec"]["endpoints"]["public"]) == (
         "CentralRegion", f"http://{CNET}-neutron-public.{NS}.svc:9696")
 
-    cnet = await op.get("CentralNetwork", CNET)
+    cnet = await op.must_get("CentralNetwork", CNET)
     assert (cnet["status"]["endpoint"], cnet["status"]["adminAPIEndpoint"]) == (
         f"http://{CNET}-neutron-public.{NS}.svc:9696", admin_url)
     states = {c["type"]: c["status"] for c in cnet["status"]["conditions"]}
@@ -139,9 +147,9 @@ async def test_13_regions_registered_with_central(op: Operator) -> None:
     assert await registered_regions(op) == [{"region": "RegionOne", "availabilityZone": "zone-a"},
                                             {"region": "RegionTwo", "availabilityZone": "az2"}]
     for region, rname in ((ONE, "RegionOne"), (TWO, "RegionTwo")):
-        c = await op.condition("Region", region, "CentralRegistrationReady")
+        c = await op.must_condition("Region", region, "CentralRegistrationReady")
         assert (c["status"], c["message"]) == ("True", f"registered with {CNET}")
-        assert (await op.get("Region", region))["status"]["registeredWithCentral"] == {
+        assert (await op.must_get("Region", region))["status"]["registeredWithCentral"] == {
             "registered": True, "podId": rname}
     # The registry learnt them through the pods Job (central's own pod first).
     assert list((await pods_jobs(op)).values()) == [["CentralRegion:", "RegionOne:zone-a", "RegionTwo:az2"]]
@@ -164,7 +172,7 @@ async def test_13_regions_registered_with_central(op: Operator) -> None:
     await op.converge("Region", ONE)  # runs that Job too
     await op.settle()
     assert await registered_regions(op) == [{"region": "RegionOne", "availabilityZone": "zone-a"}]
-    assert (await op.condition("Region", ONE, "CentralRegistrationReady"))["status"] == "True"
+    assert (await op.must_condition("Region", ONE, "CentralRegistrationReady"))["status"] == "True"
 
 
 async def test_14_range_mismatch_not_registered(op: Operator) -> None:
@@ -185,7 +193,7 @@ async def test_14_range_mismatch_not_registered(op: Operator) -> None:
     await op.settle()
     assert await registered_regions(op) == []
     assert await pods_jobs(op) == {}
-    region = await op.get("Region", ONE)
+    region = await op.must_get("Region", ONE)
     assert region["status"]["registeredWithCentral"] == {"registered": False, "podId": ""}
     conditions = {c["type"]: c for c in region["status"]["conditions"]}
     assert (conditions["CentralRegistrationReady"]["status"], conditions["CentralRegistrationReady"]["reason"]) == (
@@ -197,7 +205,7 @@ async def test_14_range_mismatch_not_registered(op: Operator) -> None:
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"regions": [{"name": "RegionOne", "neutron": {
         "vniRanges": ["100000:120000"], "networkVlanRanges": ["physnet1:100:2999"]}}]}})
     await op.converge("Region", ONE)
-    assert (await op.condition("Region", ONE, "CrossRegionConfigValid"))["status"] == "True"
+    assert (await op.must_condition("Region", ONE, "CrossRegionConfigValid"))["status"] == "True"
     assert await registered_regions(op) == [{"region": "RegionOne", "availabilityZone": "az1"}]
 
 
@@ -222,13 +230,13 @@ async def test_22_delete_cloud_deregisters_first(op: Operator) -> None:
     region_jobs = await op.until(lambda: jobs_for(region_keys), "the Region's deregistration Jobs")
     await op.settle()
     assert [key for key, _ in await deregister_jobs(op)] == region_keys
-    for job, key in zip(region_jobs, region_keys):
+    for job, key in zip(region_jobs, region_keys, strict=True):
         command = container(job)["command"]
         assert command[command.index("--public") + 1] == registered[key]["spec"]["endpoints"]["public"]
         assert command[command.index("--internal") + 1] == registered[key]["spec"]["endpoints"]["internal"]
-    mrc = await op.get("MultiRegionCloud", "cloud")
+    mrc = await op.must_get("MultiRegionCloud", "cloud")
     assert mrc["metadata"]["deletionTimestamp"] and mrc["metadata"]["finalizers"] == ["isthmus.dev/cleanup"]
-    assert (await op.get("Region", ONE))["metadata"].get("deletionTimestamp")
+    assert (await op.must_get("Region", ONE))["metadata"].get("deletionTimestamp")
     assert await op.get("CentralNetwork", CNET) is not None
     assert await op.get("IdentityService", "cloud-identity") is not None
 
@@ -261,7 +269,7 @@ async def test_22_each_registration_deregisters_once(kmock: Any) -> None:
         await kube.create({"apiVersion": API_VERSION, "kind": "IdentityService",
                            "metadata": {"name": "cloud-identity", "namespace": NS}, "spec": {"secret": "passwords"}})
         urls = {"public": "http://n/v2.1", "internal": "http://n-int/v2.1"}
-        first = {"apiVersion": API_VERSION, "kind": "EndpointRegistration", "metadata": {
+        first: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "EndpointRegistration", "metadata": {
             "name": "cloud-region-regionone-compute", "namespace": NS, "uid": "11111111-aaaa"}, "spec": {
             "secret": "passwords", "keystoneRef": "cloud-identity", "serviceType": "compute", "serviceName": "nova",
             "region": "RegionOne", "endpoints": urls}, "status": {"registered": urls}}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_cinder_conf_calls_nova_of_its_region() -> None:
 
 
 def test_overlay_adds_and_replaces_options_per_section() -> None:
-    base = {"DEFAULT": {"a": 1, "b": 2}, "x": {"k": "v"}}
+    base: dict[str, dict[str, Any]] = {"DEFAULT": {"a": 1, "b": 2}, "x": {"k": "v"}}
     assert ini.overlay(base, {"DEFAULT": {"b": 3, "c": 4}, "y": {"n": 1}}) == {
         "DEFAULT": {"a": 1, "b": 3, "c": 4}, "x": {"k": "v"}, "y": {"n": 1}}
     assert base["DEFAULT"] == {"a": 1, "b": 2}  # not modified

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from isthmus.sandbox.layout import CENTRAL_REGION, STOCK_NEUTRON, Layout
 
 GOLDEN = Path(__file__).with_name("sandbox_configs.golden")
 
-LAYOUTS = {
+LAYOUTS: dict[str, dict[str, Any]] = {
     "default": dict(),
     "plain": dict(plain=True),
     "nocompute": dict(compute=False),

@@ -1,8 +1,10 @@
 """The dataplane agent's pass: what it reads, and that an outage changes nothing."""
 
+from typing import cast
+
 import pytest
 
-from isthmus.clients.neutron import Unavailable
+from isthmus.clients.neutron import NeutronClient, Unavailable
 from isthmus.sandbox.dataplane import agent as agent_mod
 from isthmus.sandbox.dataplane.agent import Agent, AgentConfig, read_wiring
 
@@ -25,14 +27,15 @@ class FakeNeutron:
         if self.fail:
             raise Unavailable("RegionOne Neutron unreachable")
         return {"ports": [PORT],
-                "networks": [{"id": "n1", "provider:network_type": "vxlan", "provider:segmentation_id": 5, "mtu": 1450}],
+                "networks": [{"id": "n1", "provider:network_type": "vxlan", "provider:segmentation_id": 5,
+                              "mtu": 1450}],
                 "subnets": [{"id": "s1", "network_id": "n1", "cidr": "10.0.0.0/24", "gateway_ip": "10.0.0.1"}],
                 "agents": [], "routers": [], "floatingips": []}[collection]
 
 
 def test_it_reads_its_hosts_ports_its_routers_then_only_their_networks():
     neutron = FakeNeutron()
-    reading = read_wiring(neutron, CONFIG)
+    reading = read_wiring(as_client(neutron), CONFIG)
     assert neutron.calls[0] == ("ports", {"binding:host_id": "regionone-compute", "fields": agent_mod.PORT_FIELDS})
     assert [c for c, _ in neutron.calls[1:3]] == ["routers", "networks"]  # no router: no router port read
     assert neutron.calls[2][1]["router:external"] is True
@@ -44,10 +47,19 @@ def test_it_reads_its_hosts_ports_its_routers_then_only_their_networks():
 
 def test_when_neutron_cannot_be_read_nothing_is_changed(monkeypatch):
     ran = []
-    monkeypatch.setattr(agent_mod.kernel, "run", lambda argv, timeout=0: ran.append(argv) or "")
+
+    def run(argv, timeout=0):
+        ran.append(argv)
+        return ""
+    monkeypatch.setattr(agent_mod.kernel, "run", run)
     monkeypatch.setattr(agent_mod.kernel, "run_json", lambda argv: pytest.fail(f"read the kernel: {argv}"))
-    assert Agent(CONFIG, FakeNeutron(fail=True)).run_once() is False
+    assert Agent(CONFIG, as_client(FakeNeutron(fail=True))).run_once() is False
     assert ran == []
+
+
+def as_client(fake: FakeNeutron) -> NeutronClient:
+    """The agent calls only list() and update(), which the fake answers."""
+    return cast(NeutronClient, fake)
 
 
 class RouterNeutron(FakeNeutron):
@@ -83,10 +95,10 @@ class RouterNeutron(FakeNeutron):
 
 def test_a_routers_network_is_wired_without_servers_and_its_unbound_ports_are_bound_to_the_host(monkeypatch):
     neutron = RouterNeutron()
-    reading = read_wiring(neutron, CONFIG)
+    reading = read_wiring(as_client(neutron), CONFIG)
     assert list(reading.wiring.networks) == ["n1"] and reading.wiring.servers == {}
     assert [p.port_id for p in reading.wiring.routers["r1"].ports] == ["rp1"]
     assert reading.unbound_router_ports == ["rp1"]
     monkeypatch.setattr(Agent, "_apply", lambda self, wanted, full_check=False: None)
-    assert Agent(CONFIG, neutron).run_once() is True
+    assert Agent(CONFIG, as_client(neutron)).run_once() is True
     assert neutron.updates == [("ports", "rp1", {"binding:host_id": "regionone-compute"})]

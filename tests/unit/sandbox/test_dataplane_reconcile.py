@@ -32,12 +32,14 @@ def joined(cmds):
 
 
 def test_names_fit_the_kernels_limit_and_namespaces_carry_the_sandbox():
+    from pathlib import Path
+
     from isthmus.sandbox.layout import Layout
 
     assert max(len(n) for n in (BRIDGE, TAP, names.vxlan(16_777_215), names.UNDERLAY_LINK)) <= names.IFNAME_MAX
-    a, b = Layout("/tmp/a", base_port=33000), Layout("/tmp/b", base_port=33000)
+    a, b = Layout(Path("/tmp/a"), base_port=33000), Layout(Path("/tmp/b"), base_port=33000)
     assert names.host_namespace(a, "RegionOne") != names.host_namespace(b, "RegionOne")
-    assert names.prefix(Layout("/tmp/a", base_port=34000)) != names.prefix(a)
+    assert names.prefix(Layout(Path("/tmp/a"), base_port=34000)) != names.prefix(a)
 
 
 def test_an_empty_host_gets_bridge_vxlan_with_the_vni_fdb_flooding_and_arp_answers():

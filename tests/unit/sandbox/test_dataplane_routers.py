@@ -1,20 +1,30 @@
 """Routers on a host (isthmus.sandbox.dataplane.routers, router_reconcile): what
 Neutron's routers, ports and floating IPs turn into, and the commands."""
 
+from typing import Any
+
 from isthmus.sandbox.dataplane import names, routers
 from isthmus.sandbox.dataplane.kernel import HostState, Link, RouterState, ServerInterface
-from isthmus.sandbox.dataplane.router_reconcile import (namespace_removals, outside_commands, router_link_commands,
-                                                        router_route_commands)
+from isthmus.sandbox.dataplane.router_reconcile import (
+    namespace_removals,
+    outside_commands,
+    router_link_commands,
+    router_route_commands,
+)
 from isthmus.sandbox.dataplane.wiring import plan_host
 
 HOST_NS = "isthmus-33000-abcdef-host-RegionTwo"
 RT_NS = "isthmus-33000-abcdef-rt-RegionTwo-r1"
+NETS: list[dict[str, Any]]
 NETS = [{"id": "net-tenant-0001", "provider:network_type": "vxlan", "provider:segmentation_id": 7, "mtu": 1450},
         {"id": "net-extern-0001", "provider:network_type": "flat", "router:external": True}]
+SUBNETS: list[dict[str, Any]]
 SUBNETS = [{"id": "s-t", "network_id": "net-tenant-0001", "cidr": "10.9.0.0/24", "gateway_ip": "10.9.0.1"},
            {"id": "s-x", "network_id": "net-extern-0001", "cidr": "172.24.9.0/24", "gateway_ip": "172.24.9.1"}]
+ROUTER: dict[str, Any]
 ROUTER = {"id": "r1", "routes": [{"destination": "10.9.8.0/24", "nexthop": "10.9.0.77"}],
           "external_gateway_info": {"network_id": "net-extern-0001", "enable_snat": True}}
+PORTS: list[dict[str, Any]]
 PORTS = [
     {"id": "port-qr-000001", "network_id": "net-tenant-0001", "mac_address": "FA:16:3E:00:00:01", "device_id": "r1",
      "device_owner": "network:router_interface", "fixed_ips": [{"subnet_id": "s-t", "ip_address": "10.9.0.1"}],
@@ -24,6 +34,7 @@ PORTS = [
      "binding:host_id": "regiontwo-compute", "binding:vif_type": "ovs"},
     {"id": "port-dhcp-0001", "network_id": "net-tenant-0001", "mac_address": "fa:16:3e:00:00:03", "device_id": "d",
      "device_owner": "network:dhcp", "fixed_ips": []}]
+FIPS: list[dict[str, Any]]
 FIPS = [{"router_id": "r1", "port_id": "vm-port", "fixed_ip_address": "10.9.0.5", "floating_ip_address": "172.24.9.50"},
         {"router_id": "r1", "port_id": None, "fixed_ip_address": None, "floating_ip_address": "172.24.9.51"}]
 
@@ -46,6 +57,14 @@ def test_a_router_gets_its_ports_routes_gateway_default_and_the_associated_float
     assert router.floating == (routers.Nat("172.24.9.50", "10.9.0.5"),)  # the unassociated one is not NATed
 
 
+def test_a_router_with_two_floating_ips_has_both_nats_sorted():
+    second = {"router_id": "r1", "port_id": "vm-port-2", "fixed_ip_address": "10.9.0.6",
+              "floating_ip_address": "172.24.9.49"}
+    router = routers.plan_routers([ROUTER], routers.router_ports([ROUTER], PORTS), [*FIPS, second], NETS,
+                                  SUBNETS)["r1"]
+    assert router.floating == (routers.Nat("172.24.9.49", "10.9.0.6"), routers.Nat("172.24.9.50", "10.9.0.5"))
+
+
 def test_unbound_router_ports_are_the_agents_to_bind_and_external_networks_get_an_outside():
     assert routers.ports_to_bind(PORTS) == ["port-qr-000001"]
     assert routers.external_networks(NETS, SUBNETS) == ["net-extern-0001"]
@@ -63,6 +82,7 @@ def test_router_and_external_networks_are_wired_without_a_server_port():
 
 def test_the_nat_table_dnats_and_snats_floating_ips_and_masquerades_the_rest_to_the_gateway():
     rules = routers.nat_ruleset(planned())
+    assert rules is not None
     assert "\t\tip daddr 172.24.9.50 dnat to 10.9.0.5\n" in rules
     assert '\t\toifname "qg-port-qg-000" ip saddr 10.9.0.5 snat to 172.24.9.50\n' in rules
     assert rules.index("snat to 172.24.9.50") < rules.index('oifname "qg-port-qg-000" snat to 172.24.9.10')
@@ -137,6 +157,7 @@ def test_interfaces_are_read_with_the_alias_ip_link_gives(monkeypatch):
 
 
 def test_floating_ip_ports_are_bound_here_while_associated_and_unbound_after():
+    fips: list[dict[str, Any]]
     fips = [{"id": "f1", "port_id": "p1", "router_id": "r1"}, {"id": "f2", "port_id": None, "router_id": None},
             {"id": "f3", "port_id": "p3", "router_id": "r1"}]
     ports = [{"id": "fp1", "device_id": "f1", "binding:host_id": ""},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from isthmus.sandbox.dataplane import wakeup
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from isthmus.topology.model import RegionSnapshot, Snapshot
+from isthmus.topology.model import RegionSnapshot, RegionView, Snapshot, Topology
 
 NET = "5b0e1e6c-7f5a-4c59-9a0e-5d3a7c1f0a01"
 SUBNET = "0c7f0d35-3a6e-4a43-9d7c-7a9f2b3c4d02"
@@ -103,3 +103,10 @@ def region_two_down(snap: Snapshot) -> Snapshot:
     two.networks = two.ports = two.routers = None
     two.errors["network"] = "network: ConnectFailure: Unable to establish connection to http://127.0.0.1:31020"
     return snap
+
+
+def region(topo: Topology, name: str) -> RegionView:
+    """The region's view, which the test expects the topology to have."""
+    found = topo.region(name)
+    assert found is not None, f"no region {name}"
+    return found

@@ -56,16 +56,20 @@ def test_page_in_chromium(served, tmp_path) -> None:
         # Regions are columns: RegionTwo's copy sits right of RegionOne's, in the same band.
         r1 = one(driver, f'.copy[data-network="{fx.NET}"][data-region="RegionOne"]')
         r2 = one(driver, f'.copy[data-network="{fx.NET}"][data-region="RegionTwo"]')
+        assert r1 is not None and r2 is not None
         assert r2["x"] > r1["x"] and abs(r2["y"] - r1["y"]) < 2
         server = f'.port.server[data-port="{fx.PORT1}"][data-region="RegionOne"]'
-        assert "tour-regionone" in one(driver, server)["text"]
+        shown_server = one(driver, server)
+        assert shown_server is not None and "tour-regionone" in shown_server["text"]
         shadow = one(driver, f'.port.shadow[data-port="{fx.PORT1}"][data-region="RegionTwo"]')
         assert shadow is not None and "shadow of tour-regionone" in shadow["text"]
         assert one(driver, f'.port.server[data-port="{fx.PORT1}"][data-region="RegionTwo"]') is None
 
         click(driver, server)
         wait_until(lambda: one(driver, "#detail:not([hidden])"), 5, "the JSON panel opens")
-        shown = json.loads(one(driver, "#detail-json")["text"])
+        panel = one(driver, "#detail-json")
+        assert panel is not None
+        shown = json.loads(panel["text"])
         assert shown["id"] == fx.PORT1 and shown["raw"]["binding:host_id"] == "regionone-compute"
 
         state.set(model.build(fx.region_two_down(fx.snapshot())), None)  # neutron-RegionTwo stops

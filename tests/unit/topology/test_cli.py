@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import yaml
@@ -23,7 +24,8 @@ from tests.unit.topology.test_collect import FakeSession, routes_for
 def run(*argv: str, routes: dict | None = None) -> str:
     out = io.StringIO()
     session = FakeSession(routes or routes_for(fx.snapshot()))
-    app = SimpleNamespace(client_manager=SimpleNamespace(session=session, interface="public"), stdout=out)
+    # A stand-in for cliff's App: the command reads only these.
+    app: Any = SimpleNamespace(client_manager=SimpleNamespace(session=session, interface="public"), stdout=out)
     cmd = ShowTopology(app, None)
     args = cmd.get_parser("openstack multiregion topology").parse_args(list(argv))
     assert cmd.take_action(args) == 0

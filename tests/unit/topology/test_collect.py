@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from keystoneauth1 import exceptions as ks_exc
 
 from isthmus.topology import collect
@@ -27,7 +28,7 @@ class Response:
 class FakeSession:
     """Answers GETs from ``routes``: (service type, region, path) -> body or exception."""
 
-    def __init__(self, routes: dict[tuple[str, str | None, str], Any]) -> None:
+    def __init__(self, routes: dict[tuple[str | None, str | None, str], Any]) -> None:
         self.routes = routes
         self.calls: list[dict[str, Any]] = []
 
@@ -93,9 +94,9 @@ def test_a_region_that_refuses_is_unhealthy_not_fatal() -> None:
     routes = routes_for(fx.snapshot())
     routes[("network", "RegionTwo", "/v2.0/networks")] = ks_exc.ConnectFailure("refused")
     topo = collect.Collector(FakeSession(routes), timeout=1).topology()
-    two = topo.region("RegionTwo")
+    two = fx.region(topo, "RegionTwo")
     assert not two.healthy and "ConnectFailure" in two.errors["network"]
-    assert topo.region("RegionOne").healthy
+    assert fx.region(topo, "RegionOne").healthy
     assert topo.networks[0].copies["RegionTwo"].unknown
 
 
@@ -103,33 +104,33 @@ def test_a_nova_timeout_marks_its_region() -> None:
     routes = routes_for(fx.snapshot())
     routes[("compute", "RegionOne", "/servers/detail")] = ks_exc.ConnectTimeout("timed out")
     topo = collect.Collector(FakeSession(routes), timeout=1).topology()
-    assert "compute" in topo.region("RegionOne").errors and topo.region("RegionTwo").healthy
+    assert "compute" in fx.region(topo, "RegionOne").errors and fx.region(topo, "RegionTwo").healthy
 
 
 def test_no_l3_is_no_routers() -> None:
     routes = routes_for(fx.snapshot())
     del routes[("network", "RegionOne", "/v2.0/routers")]
     topo = collect.Collector(FakeSession(routes), timeout=1).topology()
-    assert topo.region("RegionOne").healthy and set(topo.routers[0].halves) == {"RegionTwo"}
+    assert fx.region(topo, "RegionOne").healthy and set(topo.routers[0].halves) == {"RegionTwo"}
 
 
-def test_admin_api_forbidden_falls_back_to_the_catalogue() -> None:
+def test_admin_api_forbidden_falls_back_to_the_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
     routes = routes_for(fx.snapshot())
     routes[("url", None, ADMIN + "/pods")] = Response(403, {"forbidden": {"message": "no"}})
     collector = collect.Collector(FakeSession(routes), timeout=1)
-    collector.catalog_regions = lambda: ["CentralRegion", "RegionOne", "RegionTwo"]  # type: ignore[method-assign]
+    monkeypatch.setattr(collector, "catalog_regions", lambda: ["CentralRegion", "RegionOne", "RegionTwo"])
     topo = collector.topology()
     assert [r.name for r in topo.regions] == ["CentralRegion", "RegionOne", "RegionTwo"]
-    assert topo.region("CentralRegion").healthy and "403" in topo.jobs.error
+    assert fx.region(topo, "CentralRegion").healthy and "403" in (topo.jobs.error or "")
 
 
-def test_admin_api_down_marks_central() -> None:
+def test_admin_api_down_marks_central(monkeypatch: pytest.MonkeyPatch) -> None:
     routes = routes_for(fx.snapshot())
     routes[("url", None, ADMIN + "/pods")] = ks_exc.ConnectFailure("refused")
     collector = collect.Collector(FakeSession(routes), timeout=1)
-    collector.catalog_regions = lambda: ["RegionOne"]  # type: ignore[method-assign]
+    monkeypatch.setattr(collector, "catalog_regions", lambda: ["RegionOne"])
     topo = collector.topology()
-    assert not topo.region("CentralRegion").healthy and [r.name for r in topo.regions][1:] == ["RegionOne"]
+    assert not fx.region(topo, "CentralRegion").healthy and [r.name for r in topo.regions][1:] == ["RegionOne"]
 
 
 def test_regions_of_prefers_pods() -> None:
@@ -143,10 +144,10 @@ def test_admin_endpoint_with_version_in_the_catalogue() -> None:
     assert collect.Collector(FakeSession(routes), timeout=1).topology().jobs.backlog == 1
 
 
-def test_no_admin_endpoint_is_an_error_not_a_crash() -> None:
+def test_no_admin_endpoint_is_an_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
     routes = routes_for(fx.snapshot())
     del routes[("endpoint", "CentralRegion", "multiregion")]
     collector = collect.Collector(FakeSession(routes), timeout=1)
-    collector.catalog_regions = lambda: ["RegionOne"]  # type: ignore[method-assign]
+    monkeypatch.setattr(collector, "catalog_regions", lambda: ["RegionOne"])
     topo = collector.topology()
-    assert "no endpoint" in topo.jobs.error and not topo.region("CentralRegion").healthy
+    assert "no endpoint" in (topo.jobs.error or "") and not fx.region(topo, "CentralRegion").healthy

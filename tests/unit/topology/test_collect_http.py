@@ -39,14 +39,15 @@ def cloud():
         if prefix == "admin" and rest == "v1.0/pods":
             body = {"pods": snap.pods}
         elif prefix == "admin" and rest == "v1.0/jobs/detail":
-            body = {"jobs": [j for j in snap.jobs if j["status"].lower() == query["status"][0]]}
+            body = {"jobs": [j for j in snap.jobs or [] if j["status"].lower() == query["status"][0]]}
         elif prefix in regions:
             region = regions[prefix]
+            ports = region.ports or []
             if rest == "v2.0/ports" and "marker" not in query:  # page one: one port and a next link
-                base = f"http://{environ['HTTP_HOST']}/{prefix}/v2.0/ports?marker={region.ports[0]['id']}"
-                body = {"ports": region.ports[:1], "ports_links": [{"rel": "next", "href": base}]}
+                base = f"http://{environ['HTTP_HOST']}/{prefix}/v2.0/ports?marker={ports[0]['id']}"
+                body = {"ports": ports[:1], "ports_links": [{"rel": "next", "href": base}]}
             elif rest == "v2.0/ports":
-                body = {"ports": region.ports[1:]}
+                body = {"ports": ports[1:]}
             elif rest in ("v2.0/networks", "v2.0/routers"):
                 body = {rest[5:]: getattr(region, rest[5:])}
             elif rest == "compute/servers/detail" and query.get("all_tenants") == ["True"]:

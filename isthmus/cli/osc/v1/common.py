@@ -20,11 +20,12 @@ def client(command: Any) -> Any:
 
 def show(item: Mapping[str, Any], columns: Sequence[str] | None = None) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     columns = tuple(columns or sorted(item))
-    return columns, utils.get_dict_properties(item, columns, formatters=FORMATTERS)
+    # osc_lib only reads the item, but annotates it as a dict.
+    return columns, utils.get_dict_properties(dict(item), columns, formatters=FORMATTERS)
 
 
 def rows(items: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> Iterable[tuple[Any, ...]]:
-    return (utils.get_dict_properties(item, columns, formatters=FORMATTERS) for item in items)
+    return (utils.get_dict_properties(dict(item), columns, formatters=FORMATTERS) for item in items)
 
 
 def delete_each(what: str, ids: Sequence[str], delete: Callable[[str], None]) -> None:

@@ -12,8 +12,8 @@ tables it used) is adopted as it is. Expand-only.
 Frozen: later schema changes get their own migration; this file never changes.
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "0001"

@@ -8,8 +8,8 @@ Expand-only: a new table. Services of the previous release ignore it (they keep
 deleting copies on a 404, as before) and keep working during a rolling upgrade.
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "0002"

@@ -8,8 +8,8 @@ Expand-only: new tables. A gateway of the previous release ignores them (it keep
 its in-process duplicate check) and keeps working during a rolling upgrade.
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "0003"
