@@ -55,3 +55,59 @@ def delete_network(conn, network_id: str) -> bool:
         return True
     except os_exc.ConflictException:
         return False  # a server's port is still being deleted
+
+
+# -- networking: boots and lookups the networking tests share --------------------
+
+def boot(conn, name: str, network_id: str | None = None, port_id: str | None = None):
+    image = conn.image.find_image("tiny", ignore_missing=False)
+    flavor = conn.compute.find_flavor("m1.tiny", ignore_missing=False)
+    nic = {"port": port_id} if port_id else {"uuid": network_id}
+    return conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[nic])
+
+
+def central_port(admin, port_id):
+    return admin[CENTRAL].network.get_port(port_id)
+
+
+def port_or_none(conn, port_id):
+    try:
+        return conn.network.get_port(port_id)
+    except os_exc.NotFoundException:
+        return None
+
+
+def network_or_none(conn, network_id):
+    try:
+        return conn.network.get_network(network_id)
+    except os_exc.NotFoundException:
+        return None
+
+
+def delete_security_group(conn, sg_id):
+    try:
+        conn.network.delete_security_group(sg_id, ignore_missing=True)
+        return True
+    except os_exc.ConflictException:
+        return False
+
+
+def sandbox_cli(sandbox, *args):
+    from tests.sandboxes import isthmus
+
+    return isthmus(*args[:2], "--state-dir", str(sandbox.state_dir), *args[2:])
+
+
+def enqueue_job(sandbox, job_type: str, resource_id: str) -> None:
+    """As ``openstack multiregion job create`` does."""
+    from isthmus.db import make_engine
+    from isthmus.jobs import JobStore
+
+    JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).enqueue(job_type, resource_id)
+
+
+def security_group_or_none(conn, sg_id):
+    try:
+        return conn.network.get_security_group(sg_id)
+    except os_exc.NotFoundException:
+        return None

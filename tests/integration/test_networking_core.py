@@ -8,13 +8,16 @@ from datetime import UTC
 
 import pytest
 
-from tests.integration.helpers import CENTRAL, eventually, sandbox_layout
-from tests.integration.test_networking import (
-    _enqueue,
-    _isthmus,
-    _network_or_none,
-    _port_or_none,
+from tests.integration.helpers import (
+    CENTRAL,
     boot,
+    delete_security_group,
+    enqueue_job,
+    eventually,
+    network_or_none,
+    port_or_none,
+    sandbox_cli,
+    sandbox_layout,
 )
 
 pytestmark = pytest.mark.integration
@@ -33,7 +36,7 @@ def _run_again(sandbox, job_type: str, resource_id: str):
     from datetime import datetime
 
     since = datetime.now(UTC)
-    _enqueue(sandbox, job_type, resource_id)
+    enqueue_job(sandbox, job_type, resource_id)
 
     def finished():
         job = _job(sandbox, job_type, resource_id)
@@ -84,17 +87,7 @@ def test_every_user_settable_port_attribute_reaches_the_regional_copy(sandbox, c
     finally:
         conn.compute.delete_server(server)
         conn.compute.wait_for_delete(server, wait=120)
-        eventually(lambda: _delete_sg(central, sg2.id), timeout=60, what="delete of sg2")
-
-
-def _delete_sg(conn, sg_id) -> bool:
-    import openstack.exceptions as os_exc
-
-    try:
-        conn.network.delete_security_group(sg_id, ignore_missing=True)
-        return True
-    except os_exc.ConflictException:
-        return False
+        eventually(lambda: delete_security_group(central, sg2.id), timeout=60, what="delete of sg2")
 
 
 def test_a_central_404_that_central_never_recorded_wipes_nothing(sandbox, admin):
@@ -108,8 +101,8 @@ def test_a_central_404_that_central_never_recorded_wipes_nothing(sandbox, admin)
         port = admin[one].network.create_port(network_id=local.id, name="must-survive")
         job = eventually(_run_again(sandbox, "network_sync", local.id), timeout=60, what="the sync job")
         assert job.status == "FAIL" and "recorded no delete" in job.last_error
-        assert _network_or_none(admin[one], local.id) is not None
-        assert _port_or_none(admin[one], port.id) is not None
+        assert network_or_none(admin[one], local.id) is not None
+        assert port_or_none(admin[one], port.id) is not None
     finally:
         for p in admin[one].network.ports(network_id=local.id):
             admin[one].network.delete_port(p)
@@ -137,7 +130,8 @@ def test_a_group_shared_from_another_project_is_not_taken_for_deleted(sandbox, c
     finally:
         for p in central.network.ports(network_id=net.id, name=f"{net.name}-p"):
             central.network.delete_port(p)
-        eventually(lambda: _delete_sg(admin[CENTRAL], shared.id), timeout=60, what="delete of the shared group")
+        eventually(lambda: delete_security_group(admin[CENTRAL], shared.id), timeout=60,
+                   what="delete of the shared group")
 
 
 def _bound_in(admin, port_id: str, region: str) -> bool:
@@ -167,8 +161,8 @@ def test_central_down_mid_boot_then_back_bindings_and_shadows_converge(sandbox, 
     assert conn_one.network.get_port(port.id).id == port.id  # copied into one while central is up
     doomed = conn_one.compute.wait_for_server(boot(conn_one, net.name, net.id), wait=240)
     (doomed_port,) = list(admin[one].network.ports(device_id=doomed.id))
-    eventually(lambda: _port_or_none(admin[two], doomed_port.id), what=f"shadow of the doomed port in {two}")
-    _isthmus(sandbox, "sandbox", "stop", f"neutron-{CENTRAL}")
+    eventually(lambda: port_or_none(admin[two], doomed_port.id), what=f"shadow of the doomed port in {two}")
+    sandbox_cli(sandbox, "sandbox", "stop", f"neutron-{CENTRAL}")
     try:
         server = conn_one.compute.wait_for_server(boot(conn_one, net.name, port_id=port.id), wait=240)
         assert server.status == "ACTIVE"
@@ -176,14 +170,14 @@ def test_central_down_mid_boot_then_back_bindings_and_shadows_converge(sandbox, 
         conn_one.compute.delete_server(doomed)
         conn_one.compute.wait_for_delete(doomed, wait=120)
     finally:
-        _isthmus(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
+        sandbox_cli(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
     eventually(lambda: _bound_in(admin, port.id, one), timeout=120, what="the binding reported after central returned")
-    shadow = eventually(lambda: _port_or_none(admin[two], port.id), timeout=120, what=f"shadow in {two}")
+    shadow = eventually(lambda: port_or_none(admin[two], port.id), timeout=120, what=f"shadow in {two}")
     assert shadow.device_owner == "compute:shadow" and shadow.mac_address == port.mac_address
     # The server deleted while central was down: its port goes at central, and its shadow with it.
-    eventually(lambda: _port_or_none(admin[CENTRAL], doomed_port.id) is None, timeout=120,
+    eventually(lambda: port_or_none(admin[CENTRAL], doomed_port.id) is None, timeout=120,
                what="the port deleted during the outage gone at central")
-    eventually(lambda: _port_or_none(admin[two], doomed_port.id) is None, timeout=120,
+    eventually(lambda: port_or_none(admin[two], doomed_port.id) is None, timeout=120,
                what=f"its shadow gone from {two}")
     assert anchor.id
 
@@ -197,14 +191,14 @@ def test_binding_sync_repairs_what_a_restarted_region_forgot_to_report(sandbox, 
     conn = sandbox.connect(one)
     port = central.network.create_port(network_id=net.id, name=f"{net.name}-pre")
     assert conn.network.get_port(port.id).id == port.id
-    _isthmus(sandbox, "sandbox", "stop", f"neutron-{CENTRAL}")
+    sandbox_cli(sandbox, "sandbox", "stop", f"neutron-{CENTRAL}")
     try:
         server = conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240)
         assert server.status == "ACTIVE"
-        _isthmus(sandbox, "sandbox", "restart", f"neutron-{one}")  # its queued report is gone with it
+        sandbox_cli(sandbox, "sandbox", "restart", f"neutron-{one}")  # its queued report is gone with it
     finally:
-        _isthmus(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
-    _enqueue(sandbox, "binding_sync", one)  # also periodic; enqueued here so the test need not wait
+        sandbox_cli(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
+    enqueue_job(sandbox, "binding_sync", one)  # also periodic; enqueued here so the test need not wait
     eventually(lambda: _bound_in(admin, port.id, one), timeout=120, what="central's binding record repaired")
 
 
