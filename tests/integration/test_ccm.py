@@ -462,7 +462,7 @@ async def test_hung_region_two_costs_one_timeout_not_one_per_node(
     from isthmus.ccm.controllers.node import NodeController
     from isthmus.sandbox import process
 
-    timeout = 5.0  # long enough that a busy RegionOne still answers in time
+    timeout = 10.0  # long enough that a busy RegionOne (and the warm-up call below) still answers in time
     conf = tmp_path / "cloud.conf"
     conf.write_text(world.conf.read_text().replace("request-timeout = 30s", f"request-timeout = {timeout:g}s"))
     world_fast = World(world.tag, world.sandbox, world.ids, world.ips, conf, world.clouds_conf)
