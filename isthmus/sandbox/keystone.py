@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from isthmus.render.services import KeystoneValues, keystone_conf
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
+from isthmus.sandbox.schema_cache import SchemaCache, provide_sqlite
 
 # Service users get admin + service on the `service` project, as devstack does.
 SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder", "octavia", "isthmus")
@@ -42,8 +43,11 @@ def _env(layout: Layout) -> dict[str, str]:
     return {"OS_KEYSTONE_CONFIG_FILES": str(config_path(layout))}
 
 
-def prepare(layout: Layout) -> None:
-    """Schema, keys and the bootstrap admin with identity endpoints in CentralRegion."""
+def prepare(layout: Layout, cache: SchemaCache | None = None) -> None:
+    """Schema, keys and the bootstrap admin with identity endpoints in CentralRegion.
+
+    Only the schema may come from the cache: keys, the admin and its endpoints
+    (which name this sandbox's port) are made for every sandbox."""
     write_config(layout)
     for sub in ("keystone-fernet", "keystone-credential"):
         (layout.data / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -51,11 +55,15 @@ def prepare(layout: Layout) -> None:
     conf = ["--config-file", str(config_path(layout))]
     log = layout.logs / "keystone-setup.log"
     owner = ["--keystone-user", "root", "--keystone-group", "root"]
+    def schema() -> None:
+        provide_sqlite(cache or SchemaCache(None), "keystone", "keystone.sqlite", layout.sqlite_path("keystone"),
+                       lambda: process.run([manage, *conf, "db_sync"], log, what="keystone-manage db_sync"))
+
     # Schema and key repositories are independent: build them concurrently (each
     # keystone-manage run spends seconds importing keystone).
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = [
-            pool.submit(process.run, [manage, *conf, "db_sync"], log, what="keystone-manage db_sync"),
+            pool.submit(schema),
             pool.submit(process.run, [manage, *conf, "fernet_setup", *owner], layout.logs / "keystone-fernet.log",
                         what="keystone-manage fernet_setup"),
             pool.submit(process.run, [manage, *conf, "credential_setup", *owner], layout.logs / "keystone-credential.log",
