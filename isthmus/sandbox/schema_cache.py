@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 # Bump when what an entry holds, or how it is named, changes.
-FORMAT = 1
+FORMAT = 2  # 2: keystone.sqlite is bootstrapped
 DIR_ENV = "ISTHMUS_SCHEMA_CACHE_DIR"
 OFF_ENV = "ISTHMUS_NO_SCHEMA_CACHE"
 # Whose migrations run in a sandbox, and what runs them.
@@ -291,9 +291,11 @@ def _write_atomic(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-def provide_sqlite(cache: SchemaCache, label: str, entry: str, target: Path, migrate: Callable[[], None]) -> str:
-    """A SQLite database's schema: the cached file copied to ``target``, or
-    ``migrate()`` (which creates ``target``) and a consistent copy of it kept."""
+def provide_sqlite(cache: SchemaCache, label: str, entry: str, target: Path, migrate: Callable[[], None],
+                   after_load: Callable[[], None] | None = None) -> str:
+    """A SQLite database's schema: the cached file copied to ``target`` (then
+    ``after_load()``, which may fail like a load), or ``migrate()`` (which
+    creates ``target``) and a consistent copy of it kept."""
     import sqlite3
 
     def remove() -> None:
@@ -309,6 +311,8 @@ def provide_sqlite(cache: SchemaCache, label: str, entry: str, target: Path, mig
                 raise EntryError("quick_check failed")
         finally:
             check.close()
+        if after_load is not None:
+            after_load()
 
     def save(path: Path) -> None:
         # The backup API copies what is committed, WAL included, into one file.
