@@ -195,6 +195,16 @@ def execute(layout: Layout, name: str, statements: list[tuple[str, dict]]) -> No
         engine.dispose()
 
 
+def scalar(layout: Layout, name: str, statement: str, params: dict):
+    """One value from database ``name``."""
+    engine = create_engine(url(layout, name))
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text(statement), params).scalar()
+    finally:
+        engine.dispose()
+
+
 def provide(layout: Layout, cache, label: str, entry: str, targets: list[str], migrate, after_load=None) -> str:
     """The schema of ``targets`` (databases of the same schema): loaded from the
     cache's dump ``entry`` (then ``after_load()``, which may fail like a load),

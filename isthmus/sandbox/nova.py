@@ -10,6 +10,7 @@ from pathlib import Path
 from isthmus.render import compute
 from isthmus.render.ini import ServiceUser, overlay
 from isthmus.sandbox import database, ini, process, rabbitmq, runtime
+from isthmus.sandbox.process import pid_alive
 from isthmus.sandbox.layout import PASSWORD, Layout
 from isthmus.sandbox.schema_cache import SchemaCache
 
@@ -19,6 +20,7 @@ FLAVOR_ID = "4d0b6a4e-5e0c-5b1a-9a57-1c7a7f0e0001"
 FLAVOR_ALT = "m1.small"
 FLAVOR_ALT_ID = "4d0b6a4e-5e0c-5b1a-9a57-1c7a7f0e0002"
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"  # nova's CellMapping.CELL0_UUID
+HOST_MAPPING_WAIT = 20  # seconds; the scheduler looks every 2
 
 
 def compute_host(region: str) -> str:
@@ -126,12 +128,13 @@ def start_api(layout: Layout, region: str) -> process.ServiceRecord:
                               _env(layout, region), threads=16)
 
 
-def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:
-    """Conductor and scheduler; they need placement answering when they start."""
+def start_control(layout: Layout, region: str, services: tuple[str, ...] = ("conductor", "scheduler"),
+                  ) -> list[process.ServiceRecord]:
+    """Conductor and scheduler; the scheduler needs placement answering when it starts."""
     conf = ["--config-file", str(_conf(layout, region))]
     return [
         runtime.start_daemon(layout, f"nova-{svc}-{region}", [runtime.tool(f"nova-{svc}"), *conf])
-        for svc in ("conductor", "scheduler")
+        for svc in services
     ]
 
 
@@ -148,9 +151,22 @@ def wait_compute_ready(layout: Layout, region: str, conn, record: process.Servic
         return any(s.host == host and s.state == "up" for s in conn.compute.services(binary="nova-compute"))
 
     process.wait_until(lambda: _safe(service_up), f"waiting for nova-compute in {region} to report", timeout, record)
-    manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
-    process.run([*manage, "cell_v2", "discover_hosts"], layout.logs / f"nova-{region}-setup.log",
-                what=f"nova-{region} discover_hosts")
+
+    def mapped() -> bool:
+        return bool(database.scalar(layout, f"nova_api_{region.lower()}",
+                                    "SELECT count(*) FROM host_mappings WHERE host = :host", {"host": host}))
+
+    # The scheduler maps new hosts to cell1 every 2 s (discover_hosts_in_cells_interval);
+    # nova-manage only if it has not within a while (one more process of seconds).
+    try:
+        process.wait_until(lambda: _safe(mapped), f"waiting for the scheduler to map {host}", HOST_MAPPING_WAIT,
+                           record)
+    except process.SandboxError:
+        if not pid_alive(record.pid):
+            raise
+        manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
+        process.run([*manage, "cell_v2", "discover_hosts"], layout.logs / f"nova-{region}-setup.log",
+                    what=f"nova-{region} discover_hosts")
 
     def hypervisor_listed() -> bool:
         return any(True for _ in conn.compute.hypervisors())

@@ -107,25 +107,38 @@ def _compute_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step
         glance.ensure_tiny_image(conn)
         nova.ensure_flavor(conn)
 
+    cinder_records: list = []
+
     def volumes() -> None:
-        records = cinder.start_control(layout, r)
-        cinder.wait_volume_service(layout, r, keystone.admin_connection(layout, r), records)
+        cinder.wait_volume_service(layout, r, keystone.admin_connection(layout, r), cinder_records)
 
     return [
         Step(f"placement-setup-{r}", lambda: placement.prepare(layout, r, cache), ("mariadb",), "db sync"),
         Step(f"placement-{r}", _serve(lambda: placement.start(layout, r)), (f"placement-setup-{r}",), "starting"),
-        Step(f"nova-setup-{r}", lambda: nova.prepare(layout, r, cache), ("mariadb", "rabbitmq"), "api db, cells, schema"),
-        Step(f"nova-api-{r}", _serve(lambda: nova.start_api(layout, r)), (f"nova-setup-{r}",), "starting"),
+        # Schemas need only the database server; what talks over RPC waits for the vhosts.
+        Step(f"nova-setup-{r}", lambda: nova.prepare(layout, r, cache), ("mariadb",), "api db, cells, schema"),
+        Step(f"nova-api-{r}", _serve(lambda: nova.start_api(layout, r)), (f"nova-setup-{r}", "rabbitmq"), "starting"),
         Step(f"glance-setup-{r}", lambda: glance.prepare(layout, r, cache), (), "schema"),
         Step(f"glance-{r}", _serve(lambda: glance.start(layout, r)), (f"glance-setup-{r}",), "starting"),
-        Step(f"nova-control-{r}", lambda: nova.start_control(layout, r),
-             (f"nova-setup-{r}", f"placement-{r}", "catalog"), "conductor, scheduler"),
-        Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}"),
+        # The conductor needs only its database and broker; the scheduler tries its
+        # Placement client (catalog, nova user) as it starts.
+        Step(f"nova-conductor-{r}", lambda: nova.start_control(layout, r, ("conductor",)),
+             (f"nova-setup-{r}", "rabbitmq"), "starting"),
+        Step(f"nova-scheduler-{r}", lambda: nova.start_control(layout, r, ("scheduler",)),
+             (f"nova-setup-{r}", f"placement-{r}", "catalog", "rabbitmq"), "scheduler"),
+        Step(f"nova-compute-{r}", compute,
+             (f"nova-conductor-{r}", f"nova-scheduler-{r}", f"nova-api-{r}", f"neutron-{r}"),
              "starting, waiting for the host to report"),
         Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"), f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
-        Step(f"cinder-setup-{r}", lambda: cinder.prepare(layout, r, cache), ("mariadb", "rabbitmq"), "db sync"),
-        Step(f"cinder-api-{r}", _serve(lambda: cinder.start_api(layout, r)), (f"cinder-setup-{r}",), "starting"),
-        Step(f"cinder-volume-{r}", volumes, (f"cinder-api-{r}", "catalog"), "scheduler, volume (no-disk backend)"),
+        Step(f"cinder-setup-{r}", lambda: cinder.prepare(layout, r, cache), ("mariadb",), "db sync"),
+        Step(f"cinder-api-{r}", _serve(lambda: cinder.start_api(layout, r)), (f"cinder-setup-{r}", "rabbitmq"),
+             "starting"),
+        # Scheduler and volume service start with their database and broker; whether
+        # the backend reports up is asked through the API (catalog).
+        Step(f"cinder-control-{r}", lambda: cinder_records.extend(cinder.start_control(layout, r)),
+             (f"cinder-setup-{r}", "rabbitmq"), "scheduler, volume (no-disk backend)"),
+        Step(f"cinder-volume-{r}", volumes, (f"cinder-control-{r}", f"cinder-api-{r}", "catalog"),
+             "waiting for the backend to report"),
     ]
 
 
@@ -133,7 +146,8 @@ def _octavia_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step
     r = region
     return [
         Step(f"octavia-setup-{r}", lambda: octavia.prepare(layout, r, cache), ("mariadb",), "db upgrade, CA"),
-        Step(f"octavia-api-{r}", _serve(lambda: octavia.start_api(layout, r)), (f"octavia-setup-{r}", "catalog"),
+        # Its health check is unauthenticated: it can start before its service user exists.
+        Step(f"octavia-api-{r}", _serve(lambda: octavia.start_api(layout, r)), (f"octavia-setup-{r}", "rabbitmq"),
              "starting"),
         Step(f"octavia-worker-{r}", lambda: octavia.start_worker(layout, r), (f"octavia-setup-{r}", "rabbitmq"),
              "amphora flows, no-op drivers"),

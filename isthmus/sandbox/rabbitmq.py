@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 from isthmus.sandbox import process
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
@@ -36,14 +37,21 @@ def create_vhosts(layout: Layout) -> None:
     ensure_running()
     if not shutil.which("rabbitmqctl"):
         raise process.SandboxError(f"rabbitmqctl not found; run: {INSTALL_HINT}")
-    for region in (CENTRAL_REGION, *layout.regions):
+
+    def create(region: str) -> None:
         vhost = layout.rabbit_vhost(region)
         _ctl("add_vhost", vhost, check=False)  # exists already: fine
         _ctl("set_permissions", "-p", vhost, USER, ".*", ".*", ".*")
+
+    # Each rabbitmqctl run boots an Erlang node (about a second): the regions' in parallel.
+    regions = (CENTRAL_REGION, *layout.regions)
+    with ThreadPoolExecutor(max_workers=len(regions)) as pool:
+        list(pool.map(create, regions))
 
 
 def delete_vhosts(layout: Layout) -> None:
     if not shutil.which("rabbitmqctl") or not process.port_is_listening(PORT):
         return
-    for region in (CENTRAL_REGION, *layout.regions):
-        _ctl("delete_vhost", layout.rabbit_vhost(region), check=False)
+    regions = (CENTRAL_REGION, *layout.regions)
+    with ThreadPoolExecutor(max_workers=len(regions)) as pool:
+        list(pool.map(lambda region: _ctl("delete_vhost", layout.rabbit_vhost(region), check=False), regions))
