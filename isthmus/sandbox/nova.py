@@ -128,13 +128,12 @@ def start_api(layout: Layout, region: str) -> process.ServiceRecord:
                               _env(layout, region), threads=16)
 
 
-def start_control(layout: Layout, region: str, services: tuple[str, ...] = ("conductor", "scheduler"),
-                  ) -> list[process.ServiceRecord]:
-    """Conductor and scheduler; the scheduler needs placement answering when it starts."""
+def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:
+    """Conductor and scheduler; they need placement answering when they start."""
     conf = ["--config-file", str(_conf(layout, region))]
     return [
         runtime.start_daemon(layout, f"nova-{svc}-{region}", [runtime.tool(f"nova-{svc}"), *conf])
-        for svc in services
+        for svc in ("conductor", "scheduler")
     ]
 
 

@@ -120,14 +120,10 @@ def _compute_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step
         Step(f"nova-api-{r}", _serve(lambda: nova.start_api(layout, r)), (f"nova-setup-{r}", "rabbitmq"), "starting"),
         Step(f"glance-setup-{r}", lambda: glance.prepare(layout, r, cache), (), "schema"),
         Step(f"glance-{r}", _serve(lambda: glance.start(layout, r)), (f"glance-setup-{r}",), "starting"),
-        # The conductor needs only its database and broker; the scheduler tries its
-        # Placement client (catalog, nova user) as it starts.
-        Step(f"nova-conductor-{r}", lambda: nova.start_control(layout, r, ("conductor",)),
-             (f"nova-setup-{r}", "rabbitmq"), "starting"),
-        Step(f"nova-scheduler-{r}", lambda: nova.start_control(layout, r, ("scheduler",)),
-             (f"nova-setup-{r}", f"placement-{r}", "catalog", "rabbitmq"), "scheduler"),
-        Step(f"nova-compute-{r}", compute,
-             (f"nova-conductor-{r}", f"nova-scheduler-{r}", f"nova-api-{r}", f"neutron-{r}"),
+        # Both build their Placement client as they start (catalog, nova user); a 401 there is fatal.
+        Step(f"nova-control-{r}", lambda: nova.start_control(layout, r),
+             (f"nova-setup-{r}", f"placement-{r}", "catalog", "rabbitmq"), "conductor, scheduler"),
+        Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}"),
              "starting, waiting for the host to report"),
         Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"), f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
         Step(f"cinder-setup-{r}", lambda: cinder.prepare(layout, r, cache), ("mariadb",), "db sync"),
