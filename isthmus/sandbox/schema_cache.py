@@ -190,7 +190,12 @@ class SchemaCache:
     def entry_lock(self, entry: str) -> Iterator[None]:
         """Held while one user migrates an entry: the next one (thread or process) waits, then loads."""
         assert self.directory is not None
-        with open(self.directory / f".{entry}.lock", "a+b") as handle:
+        try:
+            handle = open(self.directory / f".{entry}.lock", "a+b")
+        except OSError:  # a cache we may read but not write: migrate unlocked, store nothing
+            yield
+            return
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

@@ -1,5 +1,6 @@
 """The schema cache: its key, its entries' checksums, and every fallback to migrating."""
 
+import os
 import sqlite3
 import threading
 
@@ -187,6 +188,34 @@ def test_a_cache_it_cannot_write_still_migrates(cache):
     assert service.provide(cache) == "migrated (not stored: [Errno 28] No space left on device)"
     assert service.calls == ["migrate"]
     assert cache.read("nova_api.sql") is None
+
+
+def test_a_read_only_cache_still_loads_and_migrates(cache):
+    Service().provide(cache, entry="placement.sql")
+    cache.directory.chmod(0o555)
+    try:
+        if os.access(cache.directory, os.W_OK):
+            pytest.skip("running as root: a read-only directory is still writable")
+        assert Service().provide(cache, entry="placement.sql") == CACHED
+        service = Service()
+        outcome = service.provide(cache, entry="nova_api.sql")
+        assert outcome.startswith("migrated (not stored: ") and service.calls == ["migrate"]
+    finally:
+        cache.directory.chmod(0o755)
+
+
+def test_an_unopenable_lock_does_not_stop_a_migration(cache, monkeypatch):
+    real_open = open
+
+    def no_lock(path, *args, **kwargs):
+        if str(path).endswith(".lock"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", no_lock)
+    service = Service()
+    assert service.provide(cache) == "migrated (stored)"
+    assert service.calls == ["migrate", "save"]
 
 
 def test_a_failed_migration_fails_and_stores_nothing(cache):
