@@ -137,6 +137,22 @@ def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:
     ]
 
 
+def wait_control_ready(layout: Layout, region: str, records: list[process.ServiceRecord], timeout: float = 300) -> None:
+    """Conductor and scheduler consume their RPC topics. nova-compute pings the
+    conductor as it starts, and a ping sent before the conductor's queue exists
+    is lost: the compute waits out a 10 s timeout before it pings again."""
+    for record in records:
+        topic = record.name.split("-")[1]  # nova-conductor-RegionOne: conductor
+
+        def consuming(topic: str = topic) -> bool:
+            try:
+                return rabbitmq.consumers(layout, region, topic) > 0
+            except Exception:  # noqa: BLE001 - broker busy: ask again
+                return False
+
+        process.wait_until(consuming, f"waiting for nova-{topic} in {region} to consume its queue", timeout, record)
+
+
 def start_compute(layout: Layout, region: str) -> process.ServiceRecord:
     conf = _compute_config(layout, region)
     return runtime.start_daemon(layout, f"nova-compute-{region}", [runtime.tool("nova-compute"), "--config-file", str(conf)])

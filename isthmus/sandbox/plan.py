@@ -121,8 +121,8 @@ def _compute_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step
         Step(f"glance-setup-{r}", lambda: glance.prepare(layout, r, cache), (), "schema"),
         Step(f"glance-{r}", _serve(lambda: glance.start(layout, r)), (f"glance-setup-{r}",), "starting"),
         # Both build their Placement client as they start (catalog, nova user); a 401 there is fatal.
-        Step(f"nova-control-{r}", lambda: nova.start_control(layout, r),
-             (f"nova-setup-{r}", f"placement-{r}", "catalog", "rabbitmq"), "conductor, scheduler"),
+        Step(f"nova-control-{r}", lambda: nova.wait_control_ready(layout, r, nova.start_control(layout, r)),
+             (f"nova-setup-{r}", f"placement-{r}", "catalog", "rabbitmq"), "conductor, scheduler, until they consume"),
         Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}"),
              "starting, waiting for the host to report"),
         Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"), f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
