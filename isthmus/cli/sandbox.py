@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--stock-neutron", action="store_true",
                     help="one more neutron-server, stock ML2 and in no catalogue, at base port + 4: "
                          "the baseline of the differential fuzz tests (docs/fuzzing.md)")
+    up.add_argument("--no-schema-cache", action="store_true",
+                    help="migrate every service's database instead of loading the schemas kept from an earlier "
+                         "start (~/.cache/isthmus/sandbox-schemas; also ISTHMUS_NO_SCHEMA_CACHE=1)")
     up.add_argument("--db-url", help="a MariaDB/MySQL server for Nova and Placement "
                                      "(mysql+pymysql://user:pass@host:port/) instead of a private one")
     up.set_defaults(func=_up)
@@ -113,7 +116,7 @@ def _up(args) -> int:
                     compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
                     neutron_page_limit=args.neutron_page_limit, dataplane=args.dataplane,
                     stock_neutron=args.stock_neutron, octavia=args.octavia)
-    return control.up(layout)
+    return control.up(layout, schema_cache=not args.no_schema_cache)
 
 
 @_guarded

@@ -9,16 +9,21 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import uuid
 from pathlib import Path
 
 from isthmus.render import compute
 from isthmus.render.ini import ServiceUser, overlay
 from isthmus.sandbox import database, ini, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.sandbox.schema_cache import SchemaCache
 
 BACKEND = "fake"
 DRIVER = "cinder.tests.fake_driver.FakeLoggingVolumeDriver"
 CONF_ENV = "ISTHMUS_CINDER_CONF"
+# What cinder's migrations create (random ids): the default volume type and group type.
+DEFAULT_VOLUME_TYPE = "__DEFAULT__"
+DEFAULT_GROUP_TYPE = "default_cgsnapshot_type"
 
 
 def _dir(layout: Layout, region: str) -> Path:
@@ -59,13 +64,34 @@ def write_config(layout: Layout, region: str) -> None:
     }))
 
 
-def prepare(layout: Layout, region: str) -> None:
+def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     write_config(layout, region)
     shutil.copy(runtime.VENV_ETC / "cinder" / "api-paste.ini", _dir(layout, region) / "api-paste.ini")
     for sub in ("lock", "coordination"):
         (layout.data / f"cinder-{region}" / sub).mkdir(parents=True, exist_ok=True)
-    process.run([runtime.tool("cinder-manage"), "--config-file", str(_conf(layout, region)), "db", "sync"],
-                layout.logs / f"cinder-{region}-setup.log", what=f"cinder-{region} db sync")
+    name = f"cinder_{region.lower()}"
+    database.provide(
+        layout, cache or SchemaCache(None), f"cinder-{region}", "cinder", [name],
+        lambda: process.run([runtime.tool("cinder-manage"), "--config-file", str(_conf(layout, region)), "db", "sync"],
+                            layout.logs / f"cinder-{region}-setup.log", what=f"cinder-{region} db sync"),
+        after_load=lambda: fresh_default_type_ids(layout, name))
+
+
+def fresh_default_type_ids(layout: Layout, name: str) -> None:
+    """The migrations create the default volume type and group type with random
+    ids; a loaded dump would give every region (and sandbox) the same ones, so
+    give them new ones, as a migration would."""
+    statements: list[tuple[str, dict[str, str]]] = [("SET FOREIGN_KEY_CHECKS = 0", {})]
+    for table, specs, column, type_name in (
+            ("volume_types", "volume_type_extra_specs", "volume_type_id", DEFAULT_VOLUME_TYPE),
+            ("group_types", "group_type_specs", "group_type_id", DEFAULT_GROUP_TYPE)):
+        fresh = {"id": str(uuid.uuid4()), "name": type_name}
+        statements += [
+            (f"SET @old = (SELECT id FROM {table} WHERE name = :name)", fresh),
+            (f"UPDATE {table} SET id = :id WHERE id = @old", fresh),
+            (f"UPDATE {specs} SET {column} = :id WHERE {column} = @old", fresh),
+        ]
+    database.execute(layout, name, [*statements, ("SET FOREIGN_KEY_CHECKS = 1", {})])
 
 
 def wsgi_app():

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from isthmus.sandbox import clouds, dag, database, plan, process, rabbitmq
 from isthmus.sandbox.layout import STATE_FILE, Layout
+from isthmus.sandbox.schema_cache import SchemaCache
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,9 @@ def _fresh_state_dir(state_dir: Path) -> None:
         shutil.rmtree(state_dir)
 
 
-def up(layout: Layout, out: TextIO = sys.stdout) -> int:
+def up(layout: Layout, out: TextIO = sys.stdout, schema_cache: bool = True) -> int:
+    """Start the sandbox; ``schema_cache`` False migrates every schema (the cache is
+    neither read nor written)."""
     existing = Layout.load(layout.state_dir)
     if existing and is_running(existing):
         print(f"A sandbox is already running in {existing.state_dir}:", file=out)
@@ -84,14 +87,17 @@ def up(layout: Layout, out: TextIO = sys.stdout) -> int:
     regions = ", ".join(layout.regions)
     progress.say(f"sandbox in {layout.state_dir}: CentralRegion + {regions}, ports from {layout.base_port}"
                  + ("" if layout.compute else " (no compute)"))
+    cache = SchemaCache.open(enabled=schema_cache)
     try:
-        dag.run_steps(plan.steps(layout), progress)
+        dag.run_steps(plan.steps(layout, cache), progress)
     except Exception as err:
         progress.say(f"error: {err}")
         progress.say("stopping what was started")
         down(layout, out=open("/dev/null", "w"))
         raise process.SandboxError(str(err).splitlines()[0]) from err
     clouds.write(layout)
+    if cache.summary():
+        progress.say(cache.summary())
     progress.say("sandbox is up")
     print(file=out)
     print_table(status(layout), out)

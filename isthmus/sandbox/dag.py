@@ -32,9 +32,13 @@ class Progress:
             print(f"[{time.monotonic() - self.started:6.1f}s] {text}", file=self.out, flush=True)
 
 
-def run_steps(steps: list[Step], progress: Progress, workers: int = 6) -> None:
+def run_steps(steps: list[Step], progress: Progress, workers: int | None = None) -> None:
     """Run every step after its dependencies; on the first failure, wait for the
-    running steps, start no new ones, and re-raise that failure."""
+    running steps, start no new ones, and re-raise that failure.
+
+    By default every step that can run does (one thread each): most steps wait on
+    a process or a port, and a step queued behind others' waits delays everything
+    after it."""
     by_name = {s.name: s for s in steps}
     for step in steps:
         missing = [d for d in step.after if d not in by_name]
@@ -44,7 +48,7 @@ def run_steps(steps: list[Step], progress: Progress, workers: int = 6) -> None:
     running: dict[Future, tuple[Step, float]] = {}
     pending = list(steps)
     failure: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=workers or max(1, len(steps))) as pool:
         while (pending and failure is None) or running:
             if failure is None:
                 for step in [s for s in pending if all(d in done for d in s.after)]:

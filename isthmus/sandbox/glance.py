@@ -7,6 +7,7 @@ from pathlib import Path
 
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.sandbox.schema_cache import SchemaCache, provide_sqlite
 
 TINY_IMAGE = "tiny"
 # The same UUID in every region: images are replicated with their UUID (see isthmus/gateway/images.py).
@@ -17,7 +18,7 @@ def _dir(layout: Layout, region: str) -> Path:
     return layout.etc / f"glance-{region}"
 
 
-def prepare(layout: Layout, region: str) -> None:
+def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     conf_dir = _dir(layout, region)
     store = layout.data / f"glance-{region}"
     for sub in ("images", "staging", "tasks"):
@@ -35,8 +36,10 @@ def prepare(layout: Layout, region: str) -> None:
         "paste_deploy": {"flavor": "keystone"},
         "oslo_concurrency": {"lock_path": store / "lock"},
     })
-    process.run([runtime.tool("glance-manage"), "--config-dir", str(conf_dir), "db_sync"],
-                layout.logs / f"glance-{region}-setup.log", what=f"glance-{region} db_sync")
+    provide_sqlite(cache or SchemaCache(None), f"glance-{region}", "glance.sqlite",
+                   layout.sqlite_path(f"glance-{region}"),
+                   lambda: process.run([runtime.tool("glance-manage"), "--config-dir", str(conf_dir), "db_sync"],
+                                       layout.logs / f"glance-{region}-setup.log", what=f"glance-{region} db_sync"))
 
 
 def start(layout: Layout, region: str) -> process.ServiceRecord:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from isthmus.operator.objects import fernet_keys
+from isthmus.render.ini import overlay
 from isthmus.render.services import KeystoneValues, keystone_conf
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
+from isthmus.sandbox.schema_cache import SchemaCache, provide_sqlite
 
 # Service users get admin + service on the `service` project, as devstack does.
 SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder", "octavia", "isthmus")
+BOOTSTRAP_INTERFACES = ("public", "internal", "admin")
 
 
 @dataclass(frozen=True)
@@ -35,37 +39,46 @@ def values(layout: Layout) -> KeystoneValues:
     )
 
 
+# Keystone's own in-process cache (one worker, so nothing to share): without it,
+# every authenticated request runs ~40 SQL queries (roles, catalog, token checks),
+# ~4x the CPU, and Keystone is busy for every service starting against it.
+# Production gets the same caching from memcached (render.services).
+CACHE = {"enabled": True, "backend": "dogpile.cache.memory", "expiration_time": 600}
+
+
 def write_config(layout: Layout) -> None:
-    ini.write(config_path(layout), keystone_conf(values(layout)))
+    ini.write(config_path(layout), overlay(keystone_conf(values(layout)), {"cache": CACHE}))
+
+
+def write_keys(directory: Path) -> None:
+    """What ``keystone-manage fernet_setup`` / ``credential_setup`` leave in a new
+    key repository (keys 0, staged, and 1, primary; owner-only), without two
+    keystone-manage runs of seconds each."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for index, key in fernet_keys().items():
+        path = directory / index
+        path.write_text(key)
+        path.chmod(0o600)
 
 
 def _env(layout: Layout) -> dict[str, str]:
     return {"OS_KEYSTONE_CONFIG_FILES": str(config_path(layout))}
 
 
-def prepare(layout: Layout) -> None:
-    """Schema, keys and the bootstrap admin with identity endpoints in CentralRegion."""
+def prepare(layout: Layout, cache: SchemaCache | None = None) -> None:
+    """Schema, keys and the bootstrap admin with identity endpoints in CentralRegion.
+
+    The schema and the bootstrap (admin, roles, CentralRegion, identity service)
+    may come from the cache; the keys are made for every sandbox, and the
+    identity endpoints are given this sandbox's port."""
     write_config(layout)
     for sub in ("keystone-fernet", "keystone-credential"):
-        (layout.data / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_keys(layout.data / sub)
     manage = runtime.tool("keystone-manage")
     conf = ["--config-file", str(config_path(layout))]
     log = layout.logs / "keystone-setup.log"
-    owner = ["--keystone-user", "root", "--keystone-group", "root"]
-    # Schema and key repositories are independent: build them concurrently (each
-    # keystone-manage run spends seconds importing keystone).
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = [
-            pool.submit(process.run, [manage, *conf, "db_sync"], log, what="keystone-manage db_sync"),
-            pool.submit(process.run, [manage, *conf, "fernet_setup", *owner], layout.logs / "keystone-fernet.log",
-                        what="keystone-manage fernet_setup"),
-            pool.submit(process.run, [manage, *conf, "credential_setup", *owner],
-                        layout.logs / "keystone-credential.log", what="keystone-manage credential_setup"),
-        ]
-        for future in futures:
-            future.result()
     url = layout.url(layout.keystone_port, "/v3")
-    process.run([
+    bootstrap = [
         manage, *conf, "bootstrap",
         "--bootstrap-password", PASSWORD,
         "--bootstrap-region-id", CENTRAL_REGION,
@@ -73,7 +86,31 @@ def prepare(layout: Layout) -> None:
         "--bootstrap-public-url", url,
         "--bootstrap-internal-url", url,
         "--bootstrap-admin-url", url,
-    ], log, what="keystone-manage bootstrap")
+    ]
+
+    def migrate() -> None:
+        process.run([manage, *conf, "db_sync"], log, what="keystone-manage db_sync")
+        process.run(bootstrap, log, what="keystone-manage bootstrap")
+
+    provide_sqlite(cache or SchemaCache(None), "keystone", "keystone.sqlite", layout.sqlite_path("keystone"), migrate,
+                   after_load=lambda: point_identity_endpoints(layout))
+
+
+def point_identity_endpoints(layout: Layout) -> None:
+    """A cached bootstrap's identity endpoints name the port of the sandbox that
+    made it: give them this one's. They are the only endpoints bootstrap makes."""
+    import sqlite3
+
+    conn = sqlite3.connect(layout.sqlite_path("keystone"))
+    try:
+        with conn:
+            count = conn.execute("SELECT count(*) FROM endpoint").fetchone()[0]
+            if count != len(BOOTSTRAP_INTERFACES):
+                raise process.SandboxError(
+                    f"a bootstrapped keystone has {len(BOOTSTRAP_INTERFACES)} endpoints, this one {count}")
+            conn.execute("UPDATE endpoint SET url = ?", (layout.url(layout.keystone_port, "/v3"),))
+    finally:
+        conn.close()
 
 
 def start(layout: Layout) -> process.ServiceRecord:

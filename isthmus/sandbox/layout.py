@@ -175,8 +175,11 @@ class Layout:
         """Isthmus' own state (registry, jobs): SQLite, the embedded default."""
         return self.sqlite_url("isthmus")
 
+    def sqlite_path(self, name: str) -> Path:
+        return self.data / f"{name}.sqlite"
+
     def sqlite_url(self, name: str) -> str:
-        return f"sqlite:///{self.data / (name + '.sqlite')}"
+        return f"sqlite:///{self.sqlite_path(name)}"
 
     @property
     def rabbit_vhost_prefix(self) -> str:

@@ -13,6 +13,7 @@ from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.dataplane.names import tunnel_ip
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, STOCK_NEUTRON, Layout
 from isthmus.sandbox.nova import compute_host
+from isthmus.sandbox.schema_cache import SchemaCache, provide_sqlite
 
 
 def _dir(layout: Layout, region: str) -> Path:
@@ -105,16 +106,24 @@ def env(layout: Layout, region: str) -> dict[str, str]:
     }
 
 
-def prepare(layout: Layout, region: str) -> None:
+def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     """Create the schema. Neutron's migrations cannot ALTER on SQLite, so build
-    the schema from the models and stamp alembic's heads, as SQLite allows."""
+    the schema from the models and stamp alembic's heads, as SQLite allows.
+    Every Neutron server (central, regions, stock) gets the same schema: one
+    cache entry for all."""
     write_config(layout, region)
     (layout.data / f"neutron-{region}" / "lock").mkdir(parents=True, exist_ok=True)
     log = layout.logs / f"neutron-{region}-setup.log"
     url = layout.sqlite_url(f"neutron-{region}")
-    process.run([sys.executable, "-m", "isthmus.sandbox.neutron_schema", url], log, what=f"neutron-{region} schema")
     conf_args = [arg for path in _files(layout, region) for arg in ("--config-file", str(path))]
-    process.run([runtime.tool("neutron-db-manage"), *conf_args, "stamp", "heads"], log, what=f"neutron-{region} stamp")
+
+    def migrate() -> None:
+        process.run([sys.executable, "-m", "isthmus.sandbox.neutron_schema", url], log, what=f"neutron-{region} schema")
+        process.run([runtime.tool("neutron-db-manage"), *conf_args, "stamp", "heads"], log,
+                    what=f"neutron-{region} stamp")
+
+    provide_sqlite(cache or SchemaCache(None), f"neutron-{region}", "neutron.sqlite",
+                   layout.sqlite_path(f"neutron-{region}"), migrate)
 
 
 def start(layout: Layout, region: str) -> process.ServiceRecord:

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 from isthmus.render import compute
 from isthmus.render.ini import ServiceUser, overlay
 from isthmus.sandbox import database, ini, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.sandbox.process import pid_alive
+from isthmus.sandbox.schema_cache import SchemaCache
 
 FLAVOR = "m1.tiny"
 FLAVOR_ID = "4d0b6a4e-5e0c-5b1a-9a57-1c7a7f0e0001"
 # A second, larger flavor: resize and flavor-filter tests (Tempest's flavor_ref_alt) need two.
 FLAVOR_ALT = "m1.small"
 FLAVOR_ALT_ID = "4d0b6a4e-5e0c-5b1a-9a57-1c7a7f0e0002"
+CELL0_UUID = "00000000-0000-0000-0000-000000000000"  # nova's CellMapping.CELL0_UUID
+HOST_MAPPING_WAIT = 20  # seconds; the scheduler looks every 2
 
 
 def compute_host(region: str) -> str:
@@ -82,19 +87,40 @@ def _env(layout: Layout, region: str) -> dict[str, str]:
     return {"OS_NOVA_CONFIG_DIR": str(_dir(layout, region))}
 
 
-def prepare(layout: Layout, region: str) -> None:
-    """API database, cell0 and cell1 mappings, cell schema."""
+def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
+    """API database, cell0 and cell1 mappings, cell schemas (cell0 and cell1 share one)."""
+    cache = cache or SchemaCache(None)
     write_config(layout, region)
     shutil.copy(runtime.VENV_ETC / "nova" / "api-paste.ini", _dir(layout, region) / "api-paste.ini")
     (layout.data / f"nova-{region}" / "lock").mkdir(parents=True, exist_ok=True)
     (layout.data / f"nova-{region}" / "instances").mkdir(parents=True, exist_ok=True)
     manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
     log = layout.logs / f"nova-{region}-setup.log"
-    process.run([*manage, "api_db", "sync"], log, what=f"nova-{region} api_db sync")
-    cell0 = database.url(layout, f"nova_cell0_{region.lower()}")
-    process.run([*manage, "cell_v2", "map_cell0", "--database_connection", cell0], log, what=f"nova-{region} map_cell0")
-    process.run([*manage, "cell_v2", "create_cell", "--name", "cell1"], log, what=f"nova-{region} create_cell")
-    process.run([*manage, "db", "sync"], log, what=f"nova-{region} db sync")
+    key = region.lower()
+    database.provide(layout, cache, f"nova_api-{region}", "nova_api", [f"nova_api_{key}"],
+                     lambda: process.run([*manage, "api_db", "sync"], log, what=f"nova-{region} api_db sync"))
+    map_cells(layout, region)
+    # cell1 alone (--local_cell), then cell0: on a cold cache cell0 loads what cell1 stored.
+    database.provide(layout, cache, f"nova_cell1-{region}", "nova_cell", [f"nova_{key}"],
+                     lambda: process.run([*manage, "db", "sync", "--local_cell"], log, what=f"nova-{region} db sync"))
+    database.provide(layout, cache, f"nova_cell0-{region}", "nova_cell", [f"nova_cell0_{key}"],
+                     lambda: process.run([*manage, "db", "sync"], log, what=f"nova-{region} db sync (cell0)"))
+
+
+def map_cells(layout: Layout, region: str) -> None:
+    """The rows ``nova-manage cell_v2 map_cell0`` and ``cell_v2 create_cell --name
+    cell1`` write (nova/cmd/manage.py), without starting nova-manage twice: cell0
+    with its fixed uuid and no transport, cell1 with nova.conf's transport URL and
+    database. They name this sandbox's server and vhost, so they are never cached."""
+    key = region.lower()
+    insert = ("INSERT INTO cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled) "
+              "VALUES (UTC_TIMESTAMP(), :uuid, :name, :transport_url, :database_connection, 0)")
+    database.execute(layout, f"nova_api_{key}", [
+        (insert, {"uuid": CELL0_UUID, "name": "cell0", "transport_url": "none:///",
+                  "database_connection": database.url(layout, f"nova_cell0_{key}")}),
+        (insert, {"uuid": str(uuid.uuid4()), "name": "cell1", "transport_url": rabbitmq.transport_url(layout, region),
+                  "database_connection": database.url(layout, f"nova_{key}")}),
+    ])
 
 
 def start_api(layout: Layout, region: str) -> process.ServiceRecord:
@@ -111,6 +137,22 @@ def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:
     ]
 
 
+def wait_control_ready(layout: Layout, region: str, records: list[process.ServiceRecord], timeout: float = 300) -> None:
+    """Conductor and scheduler consume their RPC topics. nova-compute pings the
+    conductor as it starts, and a ping sent before the conductor's queue exists
+    is lost: the compute waits out a 10 s timeout before it pings again."""
+    for record in records:
+        topic = record.name.split("-")[1]  # nova-conductor-RegionOne: conductor
+
+        def consuming(topic: str = topic) -> bool:
+            try:
+                return rabbitmq.consumers(layout, region, topic) > 0
+            except Exception:  # noqa: BLE001 - broker busy: ask again
+                return False
+
+        process.wait_until(consuming, f"waiting for nova-{topic} in {region} to consume its queue", timeout, record)
+
+
 def start_compute(layout: Layout, region: str) -> process.ServiceRecord:
     conf = _compute_config(layout, region)
     return runtime.start_daemon(layout, f"nova-compute-{region}",
@@ -125,9 +167,22 @@ def wait_compute_ready(layout: Layout, region: str, conn, record: process.Servic
         return any(s.host == host and s.state == "up" for s in conn.compute.services(binary="nova-compute"))
 
     process.wait_until(lambda: _safe(service_up), f"waiting for nova-compute in {region} to report", timeout, record)
-    manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
-    process.run([*manage, "cell_v2", "discover_hosts"], layout.logs / f"nova-{region}-setup.log",
-                what=f"nova-{region} discover_hosts")
+
+    def mapped() -> bool:
+        return bool(database.scalar(layout, f"nova_api_{region.lower()}",
+                                    "SELECT count(*) FROM host_mappings WHERE host = :host", {"host": host}))
+
+    # The scheduler maps new hosts to cell1 every 2 s (discover_hosts_in_cells_interval);
+    # nova-manage only if it has not within a while (one more process of seconds).
+    try:
+        process.wait_until(lambda: _safe(mapped), f"waiting for the scheduler to map {host}", HOST_MAPPING_WAIT,
+                           record)
+    except process.SandboxError:
+        if not pid_alive(record.pid):
+            raise
+        manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
+        process.run([*manage, "cell_v2", "discover_hosts"], layout.logs / f"nova-{region}-setup.log",
+                    what=f"nova-{region} discover_hosts")
 
     def hypervisor_listed() -> bool:
         return any(True for _ in conn.compute.hypervisors())

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from isthmus.sandbox import database, ini, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.sandbox.schema_cache import SchemaCache
 
 CONF_ENV = "ISTHMUS_OCTAVIA_CONF"
 PROVIDER = "amphora"
@@ -99,12 +100,15 @@ def _write_ca(directory: Path) -> None:
     (directory / "ca.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def prepare(layout: Layout, region: str) -> None:
+def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     write_config(layout, region)
     _write_ca(_dir(layout, region) / "ca")
     (layout.data / f"octavia-{region}" / "lock").mkdir(parents=True, exist_ok=True)
-    process.run([runtime.tool("octavia-db-manage"), "--config-file", str(_conf(layout, region)), "upgrade", "head"],
-                layout.logs / f"octavia-{region}-setup.log", what=f"octavia-{region} db upgrade")
+    database.provide(layout, cache or SchemaCache(None), f"octavia-{region}", "octavia", [f"octavia_{region.lower()}"],
+                     lambda: process.run([runtime.tool("octavia-db-manage"), "--config-file",
+                                          str(_conf(layout, region)), "upgrade", "head"],
+                                         layout.logs / f"octavia-{region}-setup.log",
+                                         what=f"octavia-{region} db upgrade"))
 
 
 def wsgi_app():

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from isthmus.sandbox import database, ini, process, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.sandbox.schema_cache import SchemaCache
 
 
 def _dir(layout: Layout, region: str) -> Path:
     return layout.etc / f"placement-{region}"
 
 
-def prepare(layout: Layout, region: str) -> None:
+def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     conf = _dir(layout, region) / "placement.conf"
     ini.write(conf, {
         "DEFAULT": {"debug": False},
@@ -20,8 +21,11 @@ def prepare(layout: Layout, region: str) -> None:
         "placement_database": {"connection": database.url(layout, f"placement_{region.lower()}")},
         "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "placement", PASSWORD, region),
     })
-    process.run([runtime.tool("placement-manage"), "--config-file", str(conf), "db", "sync"],
-                layout.logs / f"placement-{region}-setup.log", what=f"placement-{region} db sync")
+    database.provide(layout, cache or SchemaCache(None), f"placement-{region}", "placement",
+                     [f"placement_{region.lower()}"],
+                     lambda: process.run([runtime.tool("placement-manage"), "--config-file", str(conf), "db", "sync"],
+                                         layout.logs / f"placement-{region}-setup.log",
+                                         what=f"placement-{region} db sync"))
 
 
 def start(layout: Layout, region: str) -> process.ServiceRecord:

@@ -23,6 +23,7 @@ from isthmus.sandbox import (
 from isthmus.sandbox.dag import Step
 from isthmus.sandbox.dataplane import host as dataplane
 from isthmus.sandbox.layout import CENTRAL_REGION, STOCK_NEUTRON, Layout
+from isthmus.sandbox.schema_cache import SchemaCache
 
 
 def planned_ports(layout: Layout) -> list[tuple[str, int]]:
@@ -54,12 +55,14 @@ def _serve(start):
     return step
 
 
-def steps(layout: Layout) -> list[Step]:
+def steps(layout: Layout, cache: SchemaCache | None = None) -> list[Step]:
+    """``cache``: where migrated schemas are loaded from (off: None)."""
+    cache = cache or SchemaCache(None)
     plan = [
-        Step("keystone-setup", lambda: keystone.prepare(layout), what="schema, keys, bootstrap"),
+        Step("keystone-setup", lambda: keystone.prepare(layout, cache), what="schema, keys, bootstrap"),
         Step("keystone", _serve(lambda: keystone.start(layout)), ("keystone-setup",), "starting, waiting for health"),
         Step("catalog", lambda: keystone.register(layout), ("keystone",), "regions, users, services, endpoints"),
-        Step("isthmus-db", lambda: registry.prepare(layout), (), "isthmus db upgrade, pods"),
+        Step("isthmus-db", lambda: registry.prepare(layout, cache), (), "isthmus db upgrade, pods"),
         # After "catalog": the isthmus service user it validates tokens with exists.
         Step(admin_api.NAME, _serve(lambda: admin_api.start(layout)), ("isthmus-db", "catalog"), "starting"),
     ]
@@ -77,7 +80,8 @@ def steps(layout: Layout) -> list[Step]:
         # Central's plugin opens the Isthmus DB at start: after its schema exists.
         after = ("isthmus-db",) if region == CENTRAL_REGION else ()
         plan += [
-            Step(f"neutron-setup-{region}", functools.partial(neutron.prepare, layout, region), what="schema"),
+            Step(f"neutron-setup-{region}", functools.partial(neutron.prepare, layout, region, cache),
+                 what="schema"),
             Step(f"neutron-{region}", _serve(lambda r=region: neutron.start(layout, r)),
                  (f"neutron-setup-{region}", *infra, *after), "starting, waiting for health"),
             Step(f"neutron-defaults-{region}",
@@ -86,7 +90,8 @@ def steps(layout: Layout) -> list[Step]:
         ]
     if layout.stock_neutron:
         plan += [
-            Step(f"neutron-setup-{STOCK_NEUTRON}", lambda: neutron.prepare(layout, STOCK_NEUTRON), what="schema"),
+            Step(f"neutron-setup-{STOCK_NEUTRON}", functools.partial(neutron.prepare, layout, STOCK_NEUTRON, cache),
+                 what="schema"),
             Step(f"neutron-{STOCK_NEUTRON}", _serve(lambda: neutron.start(layout, STOCK_NEUTRON)),
                  (f"neutron-setup-{STOCK_NEUTRON}",), "stock ML2, in no catalogue (the fuzz tests' baseline)"),
             Step(f"neutron-defaults-{STOCK_NEUTRON}",
@@ -97,9 +102,9 @@ def steps(layout: Layout) -> list[Step]:
         plan.append(Step("isthmus-xjob", lambda: xjob.start(layout), ("isthmus-db", "catalog"), "job worker"))
     if layout.compute:
         for region in layout.regions:
-            plan += _compute_steps(layout, region)
+            plan += _compute_steps(layout, region, cache)
             if layout.octavia:
-                plan += _octavia_steps(layout, region)
+                plan += _octavia_steps(layout, region, cache)
         plan.append(Step("isthmus-gateway", _serve(lambda: gateway.start(layout)), ("isthmus-db", "catalog"),
                          "Nova/Cinder API gateway"))
     if layout.dataplane:
@@ -111,7 +116,7 @@ def steps(layout: Layout) -> list[Step]:
     return plan
 
 
-def _compute_steps(layout: Layout, region: str) -> list[Step]:
+def _compute_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step]:
     r = region
 
     def compute() -> None:
@@ -123,34 +128,44 @@ def _compute_steps(layout: Layout, region: str) -> list[Step]:
         glance.ensure_tiny_image(conn)
         nova.ensure_flavor(conn)
 
+    cinder_records: list = []
+
     def volumes() -> None:
-        records = cinder.start_control(layout, r)
-        cinder.wait_volume_service(layout, r, keystone.admin_connection(layout, r), records)
+        cinder.wait_volume_service(layout, r, keystone.admin_connection(layout, r), cinder_records)
 
     return [
-        Step(f"placement-setup-{r}", lambda: placement.prepare(layout, r), ("mariadb",), "db sync"),
+        Step(f"placement-setup-{r}", lambda: placement.prepare(layout, r, cache), ("mariadb",), "db sync"),
         Step(f"placement-{r}", _serve(lambda: placement.start(layout, r)), (f"placement-setup-{r}",), "starting"),
-        Step(f"nova-setup-{r}", lambda: nova.prepare(layout, r), ("mariadb", "rabbitmq"), "api db, cells, schema"),
-        Step(f"nova-api-{r}", _serve(lambda: nova.start_api(layout, r)), (f"nova-setup-{r}",), "starting"),
-        Step(f"glance-setup-{r}", lambda: glance.prepare(layout, r), (), "schema"),
+        # Schemas need only the database server; what talks over RPC waits for the vhosts.
+        Step(f"nova-setup-{r}", lambda: nova.prepare(layout, r, cache), ("mariadb",), "api db, cells, schema"),
+        Step(f"nova-api-{r}", _serve(lambda: nova.start_api(layout, r)), (f"nova-setup-{r}", "rabbitmq"), "starting"),
+        Step(f"glance-setup-{r}", lambda: glance.prepare(layout, r, cache), (), "schema"),
         Step(f"glance-{r}", _serve(lambda: glance.start(layout, r)), (f"glance-setup-{r}",), "starting"),
-        Step(f"nova-control-{r}", lambda: nova.start_control(layout, r),
-             (f"nova-setup-{r}", f"placement-{r}", "catalog"), "conductor, scheduler"),
+        # Both build their Placement client as they start (catalog, nova user); a 401 there is fatal.
+        Step(f"nova-control-{r}", lambda: nova.wait_control_ready(layout, r, nova.start_control(layout, r)),
+             (f"nova-setup-{r}", f"placement-{r}", "catalog", "rabbitmq"), "conductor, scheduler, until they consume"),
         Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}"),
              "starting, waiting for the host to report"),
         Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"),
              f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
-        Step(f"cinder-setup-{r}", lambda: cinder.prepare(layout, r), ("mariadb", "rabbitmq"), "db sync"),
-        Step(f"cinder-api-{r}", _serve(lambda: cinder.start_api(layout, r)), (f"cinder-setup-{r}",), "starting"),
-        Step(f"cinder-volume-{r}", volumes, (f"cinder-api-{r}", "catalog"), "scheduler, volume (no-disk backend)"),
+        Step(f"cinder-setup-{r}", lambda: cinder.prepare(layout, r, cache), ("mariadb",), "db sync"),
+        Step(f"cinder-api-{r}", _serve(lambda: cinder.start_api(layout, r)), (f"cinder-setup-{r}", "rabbitmq"),
+             "starting"),
+        # Scheduler and volume service start with their database and broker; whether
+        # the backend reports up is asked through the API (catalog).
+        Step(f"cinder-control-{r}", lambda: cinder_records.extend(cinder.start_control(layout, r)),
+             (f"cinder-setup-{r}", "rabbitmq"), "scheduler, volume (no-disk backend)"),
+        Step(f"cinder-volume-{r}", volumes, (f"cinder-control-{r}", f"cinder-api-{r}", "catalog"),
+             "waiting for the backend to report"),
     ]
 
 
-def _octavia_steps(layout: Layout, region: str) -> list[Step]:
+def _octavia_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step]:
     r = region
     return [
-        Step(f"octavia-setup-{r}", lambda: octavia.prepare(layout, r), ("mariadb",), "db upgrade, CA"),
-        Step(f"octavia-api-{r}", _serve(lambda: octavia.start_api(layout, r)), (f"octavia-setup-{r}", "catalog"),
+        Step(f"octavia-setup-{r}", lambda: octavia.prepare(layout, r, cache), ("mariadb",), "db upgrade, CA"),
+        # Its health check is unauthenticated: it can start before its service user exists.
+        Step(f"octavia-api-{r}", _serve(lambda: octavia.start_api(layout, r)), (f"octavia-setup-{r}", "rabbitmq"),
              "starting"),
         Step(f"octavia-worker-{r}", lambda: octavia.start_worker(layout, r), (f"octavia-setup-{r}", "rabbitmq"),
              "amphora flows, no-op drivers"),

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from isthmus.sandbox import process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
+from isthmus.sandbox.schema_cache import SchemaCache, provide_sqlite
 
 
-def prepare(layout: Layout) -> None:
+def prepare(layout: Layout, cache: SchemaCache | None = None) -> None:
     """``isthmus db upgrade`` (as an operator runs it), then CentralRegion plus one
     pod per region (RegionOne in az1, RegionTwo in az2, ...), as an operator would
     register them through the Admin API."""
     from isthmus import registry
     from isthmus.db import make_engine
 
-    process.run([runtime.tool("isthmus"), "db", "upgrade", "--db-url", layout.isthmus_db_url],
-                layout.logs / "isthmus-db.log", what="isthmus db upgrade")
+    provide_sqlite(cache or SchemaCache(None), "isthmus", "isthmus.sqlite", layout.sqlite_path("isthmus"),
+                   lambda: process.run([runtime.tool("isthmus"), "db", "upgrade", "--db-url", layout.isthmus_db_url],
+                                       layout.logs / "isthmus-db.log", what="isthmus db upgrade"))
     engine = make_engine(layout.isthmus_db_url)
     try:
         pods = registry.Registry(engine)
