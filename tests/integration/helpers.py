@@ -66,6 +66,16 @@ def boot(conn, name: str, network_id: str | None = None, port_id: str | None = N
     return conn.compute.create_server(name=name, image_id=image.id, flavor_id=flavor.id, networks=[nic])
 
 
+def boot_in_every_region_on_group_ports(sandbox, central, net, group) -> dict:
+    """One server per region, each on its own central port in ``group``: region -> (server, port)."""
+    servers = {}
+    for region in sandbox.regions:
+        port = central.network.create_port(network_id=net.id, security_group_ids=[group.id], name=net.name)
+        conn = sandbox.connect(region)
+        servers[region] = (conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240), port)
+    return servers
+
+
 def central_port(admin, port_id):
     return admin[CENTRAL].network.get_port(port_id)
 

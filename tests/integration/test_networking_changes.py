@@ -14,6 +14,7 @@ import pytest
 from tests.integration.helpers import (
     CENTRAL,
     boot,
+    boot_in_every_region_on_group_ports,
     central_port,
     delete_network,
     delete_security_group,
@@ -55,11 +56,7 @@ def test_security_group_rules_follow_central_with_remote_group_members(sandbox, 
         central.network.create_security_group_rule(
             security_group_id=group.id, direction="ingress", protocol="tcp", port_range_min=80, port_range_max=80,
             ethertype="IPv4", remote_group_id=group.id)
-        servers = {}
-        for region in sandbox.regions:
-            port = central.network.create_port(network_id=net.id, security_group_ids=[group.id], name=net.name)
-            conn = sandbox.connect(region)
-            servers[region] = (conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240), port)
+        servers = boot_in_every_region_on_group_ports(sandbox, central, net, group)
         for region in sandbox.regions:
             other = next(r for r in sandbox.regions if r != region)
             remote_ip = servers[other][1].fixed_ips[0]["ip_address"]
@@ -241,11 +238,7 @@ def test_deleting_a_security_group_at_central_deletes_every_copy(sandbox, centra
     """B29: one VM per region on a port in the group, then the VMs, ports and group go."""
     net, _ = stretched
     group = central.network.create_security_group(name=f"sgdel-{uuid.uuid4().hex[:6]}")
-    servers = {}
-    for region in sandbox.regions:
-        port = central.network.create_port(network_id=net.id, security_group_ids=[group.id], name=net.name)
-        conn = sandbox.connect(region)
-        servers[region] = (conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240), port)
+    servers = boot_in_every_region_on_group_ports(sandbox, central, net, group)
     for region in sandbox.regions:
         assert admin[region].network.get_security_group(group.id).id == group.id
     for region, (server, _port) in servers.items():
