@@ -2,7 +2,8 @@
 before the renderer existed (sandbox_configs.golden was captured from the
 pre-refactor code, commit 5682f34, with machine-specific paths replaced; regenerated
 with render_all() when a sandbox file changes on purpose: since then, [metrics] in xjob.conf, and
-nova.conf/cinder.conf were added when they moved to isthmus.render.compute)."""
+nova.conf/cinder.conf were added when they moved to isthmus.render.compute, and Keystone's
+in-process [cache] for the sandbox's single worker)."""
 
 from __future__ import annotations
 
