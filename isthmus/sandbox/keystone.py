@@ -217,6 +217,10 @@ def register(layout: Layout, cache: SchemaCache | None = None, loaded: bool = Fa
     cache for the next sandbox of the same shape."""
     conn = runtime.retry(lambda: _authenticated(layout), "authenticating to keystone")
     if loaded:
+        # One policy-checked call before any service validates a token: Keystone
+        # loads its policy rules on the first check, and a check made while
+        # another thread loads them is refused (a 403 to a service's token).
+        list(conn.identity.regions())
         return
     _register(layout, conn.identity)
     if cache is not None:
