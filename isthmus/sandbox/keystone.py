@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from isthmus.operator.objects import fernet_keys
 from isthmus.render.ini import overlay
 from isthmus.render.services import KeystoneValues, keystone_conf
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
-from isthmus.sandbox.schema_cache import SchemaCache, provide_sqlite
+from isthmus.sandbox.schema_cache import SchemaCache, SQLiteFile, provide_sqlite
 
 # Service users get admin + service on the `service` project, as devstack does.
 SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder", "octavia", "isthmus")
 BOOTSTRAP_INTERFACES = ("public", "internal", "admin")
+CATALOG_INTERFACES = ("public", "internal")
 
 
 @dataclass(frozen=True)
@@ -65,15 +69,22 @@ def _env(layout: Layout) -> dict[str, str]:
     return {"OS_KEYSTONE_CONFIG_FILES": str(config_path(layout))}
 
 
-def prepare(layout: Layout, cache: SchemaCache | None = None) -> None:
+def prepare(layout: Layout, cache: SchemaCache | None = None) -> bool:
     """Schema, keys and the bootstrap admin with identity endpoints in CentralRegion.
 
-    The schema and the bootstrap (admin, roles, CentralRegion, identity service)
-    may come from the cache; the keys are made for every sandbox, and the
-    identity endpoints are given this sandbox's port."""
+    The database may come from the cache: with the whole catalogue of a sandbox
+    of the same shape (same regions and options; True: ``register`` has nothing
+    left to do), or with the bootstrap only (admin, roles, CentralRegion,
+    identity service). Either way every endpoint is given this sandbox's ports
+    (``point_endpoints``); the keys are made for every sandbox."""
+    cache = cache or SchemaCache(None)
     write_config(layout)
     for sub in ("keystone-fernet", "keystone-credential"):
         write_keys(layout.data / sub)
+    target = layout.sqlite_path("keystone")
+    with_catalog = SQLiteFile(target, after_load=lambda: point_endpoints(layout, with_catalog=True))
+    if cache.load_only("keystone catalogue", catalog_entry(layout), with_catalog.load, with_catalog.remove):
+        return True
     manage = runtime.tool("keystone-manage")
     conf = ["--config-file", str(config_path(layout))]
     log = layout.logs / "keystone-setup.log"
@@ -92,25 +103,58 @@ def prepare(layout: Layout, cache: SchemaCache | None = None) -> None:
         process.run([manage, *conf, "db_sync"], log, what="keystone-manage db_sync")
         process.run(bootstrap, log, what="keystone-manage bootstrap")
 
-    provide_sqlite(cache or SchemaCache(None), "keystone", "keystone.sqlite", layout.sqlite_path("keystone"), migrate,
-                   after_load=lambda: point_identity_endpoints(layout))
+    provide_sqlite(cache, "keystone", "keystone.sqlite", target, migrate,
+                   after_load=lambda: point_endpoints(layout, with_catalog=False))
+    return False
 
 
-def point_identity_endpoints(layout: Layout) -> None:
-    """A cached bootstrap's identity endpoints name the port of the sandbox that
-    made it: give them this one's. They are the only endpoints bootstrap makes."""
+def expected_endpoints(layout: Layout, with_catalog: bool) -> dict[tuple[str, str, str], str]:
+    """(service type, region, interface) -> URL of every endpoint the database
+    should hold: bootstrap's three identity endpoints, and the catalogue's."""
+    endpoints = {("identity", CENTRAL_REGION, interface): layout.url(layout.keystone_port, "/v3")
+                 for interface in BOOTSTRAP_INTERFACES}
+    if with_catalog:
+        for entry in catalog(layout):
+            for interface in CATALOG_INTERFACES:
+                endpoints[(entry.type, entry.region, interface)] = entry.url
+    return endpoints
+
+
+def point_endpoints(layout: Layout, with_catalog: bool) -> None:
+    """A cached database's endpoints name the ports of the sandbox that made it:
+    give each this sandbox's URL. Any other difference (an endpoint more or
+    less, another region) is an error: the caller then builds it anew."""
     import sqlite3
 
+    expected = expected_endpoints(layout, with_catalog)
+    regions = {CENTRAL_REGION, *(layout.regions if with_catalog else ())}
     conn = sqlite3.connect(layout.sqlite_path("keystone"))
     try:
         with conn:
-            count = conn.execute("SELECT count(*) FROM endpoint").fetchone()[0]
-            if count != len(BOOTSTRAP_INTERFACES):
-                raise process.SandboxError(
-                    f"a bootstrapped keystone has {len(BOOTSTRAP_INTERFACES)} endpoints, this one {count}")
-            conn.execute("UPDATE endpoint SET url = ?", (layout.url(layout.keystone_port, "/v3"),))
+            rows = conn.execute("SELECT e.id, s.type, e.region_id, e.interface FROM endpoint e "
+                                "JOIN service s ON s.id = e.service_id").fetchall()
+            found = {(kind, region, interface): endpoint_id for endpoint_id, kind, region, interface in rows}
+            have_regions = {region for (region,) in conn.execute("SELECT id FROM region")}
+            if len(rows) != len(found) or set(found) != set(expected) or have_regions != regions:
+                raise process.SandboxError("the cached keystone database holds another catalogue")
+            conn.executemany("UPDATE endpoint SET url = ? WHERE id = ?",
+                             [(expected[key], endpoint_id) for key, endpoint_id in found.items()])
     finally:
         conn.close()
+
+
+def catalog_entry(layout: Layout) -> str:
+    """The cache entry of a registered Keystone: named by everything ``register``
+    writes except ports (regions, services, URL paths) and by this file (which
+    says what ``register`` writes)."""
+    shape = [(e.type, e.name, e.region, _port_offset(layout, e.url)) for e in catalog(layout)]
+    digest = hashlib.sha256(json.dumps([shape, SERVICE_USERS]).encode() + Path(__file__).read_bytes())
+    return f"keystone-catalog-{digest.hexdigest()[:16]}.sqlite"
+
+
+def _port_offset(layout: Layout, url: str) -> str:
+    parsed = urlsplit(url)
+    return f"{parsed.scheme}://{parsed.hostname}:+{(parsed.port or 0) - layout.base_port}{parsed.path}"
 
 
 def start(layout: Layout) -> process.ServiceRecord:
@@ -169,10 +213,25 @@ def admin_connection(layout: Layout, region: str = CENTRAL_REGION):
     )
 
 
-def register(layout: Layout) -> None:
-    """Regions, projects, users, roles, services and endpoints, as devstack registers them."""
+def register(layout: Layout, cache: SchemaCache | None = None, loaded: bool = False) -> None:
+    """Regions, projects, users, roles, services and endpoints, as devstack
+    registers them; ``loaded``: ``prepare`` loaded them from the cache already
+    (then only the admin's login is checked). What it registers is kept in the
+    cache for the next sandbox of the same shape."""
     conn = runtime.retry(lambda: _authenticated(layout), "authenticating to keystone")
-    ident = conn.identity
+    if loaded:
+        # One policy-checked call before any service validates a token: Keystone
+        # loads its policy rules on the first check, and a check made while
+        # another thread loads them is refused (a 403 to a service's token).
+        list(conn.identity.regions())
+        return
+    _register(layout, conn.identity)
+    if cache is not None:
+        cache.store("keystone catalogue", catalog_entry(layout), SQLiteFile(layout.sqlite_path("keystone")).save,
+                    "registered")
+
+
+def _register(layout: Layout, ident) -> None:
     for region in layout.regions:
         if not ident.find_region(region):
             ident.create_region(id=region)
@@ -193,7 +252,7 @@ def register(layout: Layout) -> None:
         if entry.type not in services:
             services[entry.type] = (ident.find_service(entry.name, ignore_missing=True)
                                     or ident.create_service(name=entry.name, type=entry.type))
-        for interface in ("public", "internal"):
+        for interface in CATALOG_INTERFACES:
             ident.create_endpoint(service_id=services[entry.type].id, interface=interface, url=entry.url,
                                   region_id=entry.region)
 

@@ -58,10 +58,13 @@ def _serve(start):
 def steps(layout: Layout, cache: SchemaCache | None = None) -> list[Step]:
     """``cache``: where migrated schemas are loaded from (off: None)."""
     cache = cache or SchemaCache(None)
+    registered: dict[str, bool] = {}  # keystone-setup loaded the catalogue from the cache
     plan = [
-        Step("keystone-setup", lambda: keystone.prepare(layout, cache), what="schema, keys, bootstrap"),
+        Step("keystone-setup", lambda: registered.update(catalog=keystone.prepare(layout, cache)),
+             what="schema, keys, bootstrap"),
         Step("keystone", _serve(lambda: keystone.start(layout)), ("keystone-setup",), "starting, waiting for health"),
-        Step("catalog", lambda: keystone.register(layout), ("keystone",), "regions, users, services, endpoints"),
+        Step("catalog", lambda: keystone.register(layout, cache, loaded=registered.get("catalog", False)),
+             ("keystone",), "regions, users, services, endpoints"),
         Step("isthmus-db", lambda: registry.prepare(layout, cache), (), "isthmus db upgrade, pods"),
         # After "catalog": the isthmus service user it validates tokens with exists.
         Step(admin_api.NAME, _serve(lambda: admin_api.start(layout)), ("isthmus-db", "catalog"), "starting"),

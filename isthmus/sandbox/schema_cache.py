@@ -243,6 +243,28 @@ class SchemaCache:
                 stored = f"not stored: {_first_line(err)}"
             return self._record(label, f"{MIGRATED} ({'; '.join(p for p in (problem, stored) if p)})")
 
+    def load_only(self, label: str, entry: str, load: Callable[[bytes], None], reset: Callable[[], None]) -> bool:
+        """Load ``entry`` if it is there and loads; on a miss (or a damaged entry,
+        or a failed load, after ``reset``) record nothing and return False: the
+        caller builds the database its own way (and may ``store`` it)."""
+        if not self.enabled:
+            return False
+        data, _ = self._read(entry)
+        if data is None or self._load(entry, data, load, reset):
+            return False
+        self._record(label, CACHED)
+        return True
+
+    def store(self, label: str, entry: str, save: Callable[[Path], None], done: str) -> None:
+        """Keep what ``save`` writes as ``entry`` (never fails: a note in the summary)."""
+        if not self.enabled:
+            return
+        try:
+            self.write(entry, save)
+            self._record(label, f"{done} (stored)")
+        except Exception as err:  # noqa: BLE001 - the sandbox runs without the entry
+            self._record(label, f"{done} (not stored: {_first_line(err)})")
+
     def _read(self, entry: str) -> tuple[bytes | None, str]:
         try:
             return self.read(entry), ""
@@ -272,11 +294,8 @@ class SchemaCache:
             return ""
         where = str(self.directory) if self.directory else f"schema cache {self.note or 'off'}"
         cached = [label for label, outcome in outcomes if outcome == CACHED]
-        migrated = [f"{label}" + (outcome[len(MIGRATED):] if outcome != MIGRATED else "")
-                    for label, outcome in outcomes if outcome != CACHED]
-        parts = [f"{len(cached)} of {len(outcomes)} from the cache"]
-        if migrated:
-            parts.append("migrated: " + ", ".join(migrated))
+        others = [f"{label} {outcome}" for label, outcome in outcomes if outcome != CACHED]
+        parts = [f"{len(cached)} of {len(outcomes)} from the cache", *([", ".join(others)] if others else [])]
         return f"schemas: {'; '.join(parts)} [{where}]"
 
 
@@ -296,36 +315,47 @@ def _write_atomic(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-def provide_sqlite(cache: SchemaCache, label: str, entry: str, target: Path, migrate: Callable[[], None],
-                   after_load: Callable[[], None] | None = None) -> str:
-    """A SQLite database's schema: the cached file copied to ``target`` (then
-    ``after_load()``, which may fail like a load), or ``migrate()`` (which
-    creates ``target``) and a consistent copy of it kept."""
-    import sqlite3
+class SQLiteFile:
+    """How a SQLite database moves in and out of the cache."""
 
-    def remove() -> None:
+    def __init__(self, target: Path, after_load: Callable[[], None] | None = None) -> None:
+        self.target, self.after_load = target, after_load
+
+    def remove(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
-            Path(f"{target}{suffix}").unlink(missing_ok=True)
+            Path(f"{self.target}{suffix}").unlink(missing_ok=True)
 
-    def load(data: bytes) -> None:
-        remove()
-        _write_atomic(target, data)
-        check = sqlite3.connect(target)
+    def load(self, data: bytes) -> None:
+        import sqlite3
+
+        self.remove()
+        _write_atomic(self.target, data)
+        check = sqlite3.connect(self.target)
         try:  # raises on a file that is no database; a damaged one does not answer "ok"
             if check.execute("PRAGMA quick_check").fetchone() != ("ok",):
                 raise EntryError("quick_check failed")
         finally:
             check.close()
-        if after_load is not None:
-            after_load()
+        if self.after_load is not None:
+            self.after_load()
 
-    def save(path: Path) -> None:
-        # The backup API copies what is committed, WAL included, into one file.
-        source, copy = sqlite3.connect(target), sqlite3.connect(path)
+    def save(self, path: Path) -> None:
+        """The backup API copies what is committed (WAL included, the database in
+        use or not) into one file."""
+        import sqlite3
+
+        source, copy = sqlite3.connect(self.target), sqlite3.connect(path)
         try:
             source.backup(copy)
         finally:
             copy.close()
             source.close()
 
-    return cache.provide(label, entry, load, migrate, save, remove)
+
+def provide_sqlite(cache: SchemaCache, label: str, entry: str, target: Path, migrate: Callable[[], None],
+                   after_load: Callable[[], None] | None = None) -> str:
+    """A SQLite database's schema: the cached file copied to ``target`` (then
+    ``after_load()``, which may fail like a load), or ``migrate()`` (which
+    creates ``target``) and a consistent copy of it kept."""
+    file = SQLiteFile(target, after_load)
+    return cache.provide(label, entry, file.load, migrate, file.save, file.remove)

@@ -32,6 +32,17 @@ def namespaces() -> set[str]:
     return {e["name"] for e in json.loads(out or "[]")}
 
 
+def schemas_kept(*entries: str) -> bool:
+    """Whether the schema cache (as ``sandbox up`` here would open it) holds these entries intact."""
+    from isthmus.sandbox.schema_cache import EntryError, SchemaCache
+
+    cache = SchemaCache.open()
+    try:
+        return cache.enabled and all(cache.read(entry) for entry in entries)
+    except EntryError:
+        return False
+
+
 def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, tmp_path):
     from isthmus.sandbox.dataplane import names
     from isthmus.sandbox.process import ServiceRecord
@@ -42,11 +53,17 @@ def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, t
     # namespaces must not collide with the first's, and down removes only its own.
     dataplane = ["--dataplane"] if first.dataplane else []
     first_namespaces = {ns for ns in namespaces() if ns.startswith(names.prefix(first)) and "-vm-" not in ns}
+    # The test sandbox, started before this one, kept its schemas: this start loads them.
+    kept = schemas_kept("keystone.sqlite", "neutron.sqlite", "isthmus.sqlite")
     # One region: the smallest sandbox that still has central and a region (the cheapest to start).
-    isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute",
-            "--regions", "RegionOne", *dataplane)
+    up = isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--no-compute",
+                 "--regions", "RegionOne", *dataplane)
     second = sandbox_layout(tmp_path)
     try:
+        summary = next(line for line in up.stdout.splitlines() if "schemas: " in line)
+        if kept:
+            for schema in ("keystone", "isthmus", "neutron-CentralRegion", "neutron-RegionOne"):
+                assert f"{schema} migrated" not in summary, summary
         records = ServiceRecord.load_all(tmp_path / "run")
         agents = {f"dataplane-{r}" for r in second.regions} if dataplane else set()
         assert {r.name for r in records} == {"keystone", "neutron-CentralRegion", "neutron-RegionOne",

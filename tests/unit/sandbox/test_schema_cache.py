@@ -269,8 +269,9 @@ def test_concurrent_misses_migrate_once(cache, monkeypatch):
 def test_summary_says_where_each_schema_came_from(cache):
     Service().provide(cache, "nova_api-RegionOne")
     Service().provide(cache, "nova_api-RegionTwo")
-    assert cache.summary() == (f"schemas: 1 of 2 from the cache; migrated: nova_api-RegionOne (stored) "
-                               f"[{cache.directory}]")
+    cache.store("keystone catalogue", "keystone-catalog.sqlite", lambda path: path.write_bytes(b"db"), "registered")
+    assert cache.summary() == (f"schemas: 1 of 3 from the cache; nova_api-RegionOne migrated (stored), "
+                               f"keystone catalogue registered (stored) [{cache.directory}]")
     assert SchemaCache(None).summary() == ""
 
 
@@ -309,3 +310,23 @@ def test_sqlite_entry_that_is_not_a_database_is_replaced(cache, tmp_path):
     assert outcome == "migrated (loading glance.sqlite failed: file is not a database; stored)"
     assert sqlite3.connect(target).execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
     assert cache.read("glance.sqlite").startswith(b"SQLite format 3")
+
+
+def test_load_only_loads_a_hit_and_leaves_a_miss_to_the_caller(cache):
+    service = Service()
+    assert not cache.load_only("keystone catalogue", "keystone-catalog.sqlite", service.load, service.reset)
+    assert service.calls == [] and cache.outcomes == []
+    cache.store("keystone catalogue", "keystone-catalog.sqlite", lambda path: path.write_bytes(b"db"), "registered")
+    assert cache.load_only("keystone catalogue", "keystone-catalog.sqlite", service.load, service.reset)
+    assert service.loaded == [b"db"]
+    broken = Service(fail_load=True)
+    assert not cache.load_only("keystone catalogue", "keystone-catalog.sqlite", broken.load, broken.reset)
+    assert broken.calls == ["load", "reset"]
+    assert not SchemaCache(None).load_only("k", "keystone-catalog.sqlite", service.load, service.reset)
+
+
+def test_store_never_fails(cache):
+    full = OSError(28, "No space")
+    cache.store("keystone catalogue", "e.sqlite", lambda path: (_ for _ in ()).throw(full), "registered")
+    assert cache.outcomes == [("keystone catalogue", "registered (not stored: [Errno 28] No space)")]
+    SchemaCache(None).store("k", "e.sqlite", lambda path: pytest.fail("stored"), "registered")
