@@ -87,6 +87,7 @@ def test_dot_marks_drift_and_unhealthy_regions() -> None:
     assert "DRIFT: name" in text and 'say \\"hi\\"' in text
 
 
+@pytest.mark.component  # runs Graphviz's dot (tests/tiers.py)
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
 def test_dot_is_valid_graphviz() -> None:
     subprocess.run(["dot", "-Tsvg"], input=run("-f", "dot"), text=True, check=True, capture_output=True)
