@@ -96,16 +96,22 @@ class Gateway:
 def gw(sandbox):
     gateway = Gateway(sandbox)
     yield gateway
-    # Servers this module made (names start with "gw-").
+    delete_servers_named(gateway, "gw-")
+
+
+def name(prefix: str = "gw") -> str:
+    """A server or volume name; each gateway module has its own prefix, which its
+    cleanup deletes (modules run side by side on the test workers)."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def delete_servers_named(gateway: Gateway, prefix: str) -> None:
+    """The servers a module made, in both projects, found by their names' prefix."""
     for cloud in ("isthmus-demo", "isthmus-admin"):
         resp = gateway.call("GET", "/servers?all_tenants=1" if cloud == "isthmus-admin" else "/servers", cloud)
         for server in resp.json().get("servers", []) if resp.status_code == 200 else []:
-            if server["name"].startswith("gw-"):
+            if server["name"].startswith(prefix):
                 gateway.call("DELETE", f"/servers/{server['id']}", cloud)
-
-
-def name() -> str:
-    return f"gw-{uuid.uuid4().hex[:6]}"
 
 
 # --- 1-4: versions, auth, catalog, microversions ---------------------------------------

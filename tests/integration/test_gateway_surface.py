@@ -10,10 +10,15 @@ import uuid
 import pytest
 
 from tests.integration.helpers import eventually, merged_equals_direct
-from tests.integration.test_gateway import NONE_NET, cli, name
+from tests.integration.test_gateway import NONE_NET, cli, delete_servers_named
+from tests.integration.test_gateway import name as gateway_name
 from tests.integration.test_gateway_volumes import Volumes
 
 pytestmark = pytest.mark.integration
+
+
+def name() -> str:
+    return gateway_name("gs")
 GROUPS_V = {"OpenStack-API-Version": "compute 2.64"}
 
 
@@ -21,12 +26,10 @@ GROUPS_V = {"OpenStack-API-Version": "compute 2.64"}
 def sg(sandbox):
     gateway = Volumes(sandbox)
     yield gateway
+    delete_servers_named(gateway, "gs-")
     for cloud in ("isthmus-demo", "isthmus-admin"):
-        for server in gateway.call("GET", "/servers", cloud).json().get("servers", []):
-            if server["name"].startswith("gw-"):
-                gateway.call("DELETE", f"/servers/{server['id']}", cloud)
         for group in gateway.call("GET", "/os-server-groups", cloud).json().get("server_groups", []):
-            if group["name"].startswith("gw-"):
+            if group["name"].startswith("gs-"):
                 gateway.call("DELETE", f"/os-server-groups/{group['id']}", cloud)
 
 
@@ -238,7 +241,7 @@ def test_aggregates_merged_read_only_admin_view(sg):
     made = {}
     for region in sg.sandbox.regions:
         conn = sg.sandbox.connect(region, cloud="isthmus-admin")
-        made[region] = conn.compute.create_aggregate(name=f"gw-{region}-{uuid.uuid4().hex[:4]}")
+        made[region] = conn.compute.create_aggregate(name=f"gs-{region}-{uuid.uuid4().hex[:4]}")
     try:
         listed = sg.call("GET", "/os-aggregates", "isthmus-admin")
         assert listed.status_code == 200, listed.text
@@ -267,7 +270,7 @@ def test_aggregates_merged_read_only_admin_view(sg):
         assert sg.call("GET", "/os-aggregates/999999999", "isthmus-admin").status_code == 404
         for region in sg.sandbox.regions:
             names = [a.name for a in sg.sandbox.connect(region, cloud="isthmus-admin").compute.aggregates()]
-            assert not [n for n in names if n.startswith("gw-") and n not in {a.name for a in made.values()}]
+            assert not [n for n in names if n.startswith("gs-") and n not in {a.name for a in made.values()}]
     finally:
         for region, aggregate in made.items():
             sg.sandbox.connect(region, cloud="isthmus-admin").compute.delete_aggregate(aggregate)

@@ -11,9 +11,14 @@ import pytest
 import requests
 
 from tests.integration.helpers import merged_equals_direct
-from tests.integration.test_gateway import Gateway, cli, name
+from tests.integration.test_gateway import Gateway, cli, delete_servers_named
+from tests.integration.test_gateway import name as gateway_name
 
 pytestmark = pytest.mark.integration
+
+
+def name() -> str:
+    return gateway_name("gv")
 
 
 class Volumes(Gateway):
@@ -53,8 +58,9 @@ class Volumes(Gateway):
 def vg(sandbox):
     gateway = Volumes(sandbox)
     yield gateway
+    delete_servers_named(gateway, "gv-")
     for volume in gateway.vcall("GET", "/volumes").json().get("volumes", []):
-        if volume["name"] and volume["name"].startswith("gw-"):
+        if volume["name"] and volume["name"].startswith("gv-"):
             gateway.vcall("DELETE", f"/volumes/{volume['id']}")
 
 
