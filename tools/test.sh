@@ -70,6 +70,12 @@ tier_integration() {
 
 tiers=("$@")
 [ ${#tiers[@]} -gt 0 ] || tiers=(unit component integration)
+for tier in "${tiers[@]}"; do
+  case "$tier" in
+    unit|component|integration) ;;
+    *) echo "usage: tools/test.sh [unit] [component] [integration] | PYTEST-ARGS..." >&2; exit 2 ;;
+  esac
+done
 # The README's flow leaves the demo's sandbox up: say so first, and run beside it.
 [[ " ${tiers[*]} " != *" integration "* ]] || "$PY" -m tests.sandboxes others || true
 times=()
