@@ -180,7 +180,9 @@ def load(layout: Layout, name: str, data: bytes) -> None:
     result = subprocess.run([_client("mariadb", "mysql"), *args, "--batch", _db_name(layout, name)], input=data,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=300)
     if result.returncode != 0:
-        raise process.SandboxError(f"loading {name}: {result.stderr.decode(errors='replace').strip()}")
+        lines = [line for line in result.stderr.decode(errors="replace").splitlines() if line.strip("- ")]
+        error = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "")
+        raise process.SandboxError(f"loading {name}: {error or f'exit {result.returncode}'}")
 
 
 def recreate(layout: Layout, name: str) -> None:

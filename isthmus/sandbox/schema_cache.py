@@ -227,14 +227,17 @@ class SchemaCache:
             problem = self._load(entry, data, load, reset)
             if not problem:
                 return self._record(label, CACHED)
+        failed = data
         with self.entry_lock(entry):
-            if not problem:
-                # Absent before the lock: whoever held it may have just written it.
-                data, problem = self._read(entry)
-                if data is not None:
-                    problem = self._load(entry, data, load, reset)
-                    if not problem:
-                        return self._record(label, CACHED)
+            # Whoever held the lock may have just (re)written the entry: try that,
+            # unless it is the very bytes that failed to load.
+            again, problem_again = self._read(entry)
+            if again is not None and again != failed:
+                problem = self._load(entry, again, load, reset)
+                if not problem:
+                    return self._record(label, CACHED)
+            elif problem_again and not problem:
+                problem = problem_again
             migrate()
             try:
                 self.write(entry, save)

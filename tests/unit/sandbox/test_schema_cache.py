@@ -330,3 +330,38 @@ def test_store_never_fails(cache):
     cache.store("keystone catalogue", "e.sqlite", lambda path: (_ for _ in ()).throw(full), "registered")
     assert cache.outcomes == [("keystone catalogue", "registered (not stored: [Errno 28] No space)")]
     SchemaCache(None).store("k", "e.sqlite", lambda path: pytest.fail("stored"), "registered")
+
+
+def test_after_a_damaged_entry_the_next_user_loads_the_rewritten_one(cache):
+    """Two regions meet the same corrupt entry: the first migrates and rewrites
+    it, the second (waiting on the lock meanwhile) loads the rewrite."""
+    Service().provide(cache)
+    (cache.directory / "nova_api.sql").write_bytes(b"rot")
+    started, release = threading.Event(), threading.Event()
+    first, second = Service(), Service()
+
+    def slow_migrate():
+        first.calls.append("migrate")
+        started.set()
+        release.wait(5)
+
+    first.migrate = slow_migrate
+    outcomes = {}
+    one = threading.Thread(target=lambda: outcomes.update(one=first.provide(cache)))
+    one.start()
+    assert started.wait(5)
+    two = threading.Thread(target=lambda: outcomes.update(two=second.provide(cache)))
+    two.start()
+    two.join(0.3)
+    release.set()
+    one.join(5)
+    two.join(5)
+    assert outcomes["one"].startswith("migrated (cache entry nova_api.sql: checksum mismatch")
+    assert outcomes["two"] == CACHED and second.calls == ["load"]
+
+
+def test_the_same_bytes_that_failed_to_load_are_not_tried_again(cache):
+    Service().provide(cache)
+    service = Service(fail_load=True)
+    service.provide(cache)
+    assert service.calls == ["load", "reset", "migrate", "save"]  # one load, not two
