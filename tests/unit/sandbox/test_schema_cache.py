@@ -332,10 +332,11 @@ def test_store_never_fails(cache):
     SchemaCache(None).store("k", "e.sqlite", lambda path: pytest.fail("stored"), "registered")
 
 
-def test_after_a_damaged_entry_the_next_user_loads_the_rewritten_one(cache):
+def test_after_a_damaged_entry_the_next_user_loads_the_rewritten_one(cache, monkeypatch):
     """Two regions meet the same corrupt entry: the first migrates and rewrites
     it, the second (waiting on the lock meanwhile) loads the rewrite."""
     Service().provide(cache)
+    assert cache.directory is not None
     (cache.directory / "nova_api.sql").write_bytes(b"rot")
     started, release = threading.Event(), threading.Event()
     first, second = Service(), Service()
@@ -345,8 +346,8 @@ def test_after_a_damaged_entry_the_next_user_loads_the_rewritten_one(cache):
         started.set()
         release.wait(5)
 
-    first.migrate = slow_migrate
-    outcomes = {}
+    monkeypatch.setattr(first, "migrate", slow_migrate)
+    outcomes: dict[str, str] = {}
     one = threading.Thread(target=lambda: outcomes.update(one=first.provide(cache)))
     one.start()
     assert started.wait(5)
