@@ -239,9 +239,10 @@ def test_off_or_uncacheable_only_migrates(tmp_path):
     assert service.calls == ["migrate"]
 
 
-def test_concurrent_misses_migrate_once(cache, monkeypatch):
-    """Two regions (or sandboxes) on a cold cache: the second waits for the first's
-    migration and loads its result instead of migrating again."""
+def _second_asks_while_first_migrates(cache, monkeypatch) -> tuple[dict[str, str], Service, bool]:
+    """A first Service migrating slowly and a second one asking for the same entry
+    meanwhile (two regions or sandboxes): both outcomes, the second Service, and
+    whether the second was still waiting while the first migrated."""
     started, release = threading.Event(), threading.Event()
     first, second = Service(), Service()
 
@@ -258,10 +259,18 @@ def test_concurrent_misses_migrate_once(cache, monkeypatch):
     two = threading.Thread(target=lambda: outcomes.update(two=second.provide(cache)))
     two.start()
     two.join(0.3)
-    assert two.is_alive()  # waiting on the entry's lock, not migrating
+    waited = two.is_alive()
     release.set()
     one.join(5)
     two.join(5)
+    return outcomes, second, waited
+
+
+def test_concurrent_misses_migrate_once(cache, monkeypatch):
+    """Two regions (or sandboxes) on a cold cache: the second waits for the first's
+    migration and loads its result instead of migrating again."""
+    outcomes, second, waited = _second_asks_while_first_migrates(cache, monkeypatch)
+    assert waited  # on the entry's lock, not migrating
     assert outcomes == {"one": "migrated (stored)", "two": CACHED}
     assert second.calls == ["load"]
 
@@ -338,25 +347,7 @@ def test_after_a_damaged_entry_the_next_user_loads_the_rewritten_one(cache, monk
     Service().provide(cache)
     assert cache.directory is not None
     (cache.directory / "nova_api.sql").write_bytes(b"rot")
-    started, release = threading.Event(), threading.Event()
-    first, second = Service(), Service()
-
-    def slow_migrate():
-        first.calls.append("migrate")
-        started.set()
-        release.wait(5)
-
-    monkeypatch.setattr(first, "migrate", slow_migrate)
-    outcomes: dict[str, str] = {}
-    one = threading.Thread(target=lambda: outcomes.update(one=first.provide(cache)))
-    one.start()
-    assert started.wait(5)
-    two = threading.Thread(target=lambda: outcomes.update(two=second.provide(cache)))
-    two.start()
-    two.join(0.3)
-    release.set()
-    one.join(5)
-    two.join(5)
+    outcomes, second, _ = _second_asks_while_first_migrates(cache, monkeypatch)
     assert outcomes["one"].startswith("migrated (cache entry nova_api.sql: checksum mismatch")
     assert outcomes["two"] == CACHED and second.calls == ["load"]
 
