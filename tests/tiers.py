@@ -105,8 +105,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     wanted = config.getoption("--tier")
     if not wanted:
         return
-    kept = [item for item in items if tier_of(item) == wanted]
-    dropped = [item for item in items if tier_of(item) != wanted]
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (kept if tier_of(item) == wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
