@@ -146,19 +146,47 @@ def test_boot_on_a_precreated_central_port(sandbox, central, admin, stretched):
     assert top.binding_host_id == "regionone-compute"
 
 
-def test_regional_fixed_ip_must_be_allocated_at_central(sandbox, central, admin, stretched):
+def test_a_regional_fixed_ip_is_allocated_at_central_or_reuses_the_callers_free_port(sandbox, central, admin,
+                                                                                      stretched):
     net, subnet = stretched
     conn = sandbox.connect("RegionOne")
-    with pytest.raises(os_exc.BadRequestException, match="10.77.0.250"):
-        conn.network.create_port(network_id=net.id, fixed_ips=[{"subnet_id": subnet.id, "ip_address": "10.77.0.250"}])
+    fresh = conn.network.create_port(network_id=net.id, fixed_ips=[{"subnet_id": subnet.id,
+                                                                     "ip_address": "10.77.0.250"}])
+    top = central.network.get_port(fresh.id)  # central allocated the free address
+    assert (top.mac_address, top.fixed_ips[0]["ip_address"]) == (fresh.mac_address, "10.77.0.250")
     held = central.network.create_port(network_id=net.id)
     address = held.fixed_ips[0]["ip_address"]
     copy = conn.network.create_port(network_id=net.id, fixed_ips=[{"subnet_id": subnet.id, "ip_address": address}])
     try:
-        assert (copy.id, copy.mac_address) == (held.id, held.mac_address)
+        assert (copy.id, copy.mac_address) == (held.id, held.mac_address)  # the caller's own free port
     finally:
         admin["RegionOne"].network.delete_port(copy.id)
         central.network.delete_port(held, ignore_missing=True)
+        conn.network.delete_port(fresh)
+
+
+def test_an_explicit_fixed_ip_never_takes_over_another_projects_port(sandbox, central, admin, stretched):
+    """Issue 25 hole 2: the network's owner names the address of a port of the
+    project it shares the network with. Before: the owner got that port's UUID,
+    MAC and project in the region, and deleting it deleted the victim at central."""
+    net, subnet = stretched
+    victim_project = admin[CENTRAL].current_project_id
+    admin[CENTRAL].network.create_rbac_policy(object_type="network", object_id=net.id, action="access_as_shared",
+                                              target_project_id=victim_project)
+    victim = admin[CENTRAL].network.create_port(network_id=net.id, project_id=victim_project,
+                                                port_security_enabled=False, security_group_ids=[])
+    address = victim.fixed_ips[0]["ip_address"]
+    conn = sandbox.connect("RegionOne")
+    try:
+        with pytest.raises(os_exc.ConflictException, match=address):
+            conn.network.create_port(network_id=net.id, fixed_ips=[{"subnet_id": subnet.id, "ip_address": address}])
+        assert port_or_none(admin["RegionOne"], victim.id) is None  # nothing of the victim's was copied
+        still = admin[CENTRAL].network.get_port(victim.id)
+        assert (still.project_id, still.mac_address) == (victim_project, victim.mac_address)
+    finally:
+        admin[CENTRAL].network.delete_port(victim, ignore_missing=True)
+        for policy in admin[CENTRAL].network.rbac_policies(object_id=net.id):
+            admin[CENTRAL].network.delete_rbac_policy(policy, ignore_missing=True)
 
 
 def test_network_hinted_to_one_region_stays_there(sandbox, central, admin):

@@ -112,6 +112,15 @@ def central_port_request(request: Mapping[str, Any], project_id: str) -> dict[st
     return body
 
 
+def reusable_by(central_port: Mapping[str, Any], project_id: str) -> bool:
+    """Whether a regional create naming ``central_port``'s address may take that
+    port as its own: the caller's port, free (no device, not bound, not a network
+    port such as central's DHCP reservation)."""
+    owner = central_port.get("device_owner") or ""
+    return (central_port.get("project_id") == project_id and not owner.startswith("network:")
+            and not central_port.get("device_id") and not central_port.get("binding:host_id"))
+
+
 def dhcp_opts(options: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """extra_dhcp_opts as a request carries them (GET answers add nothing else today,
     but only these three keys are writable)."""

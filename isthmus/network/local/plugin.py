@@ -97,6 +97,12 @@ class SegmentTaken(n_exc.Conflict):
                "network_vlan_ranges)")
 
 
+class IpAddressAlreadyAllocated(n_exc.Conflict):
+    # Neutron's own (neutron.ipam.exceptions) is internal: this one has its name,
+    # so API clients see the error type a plain region answers with.
+    message = "IP address %(ip)s already allocated in subnet %(subnet_id)s"
+
+
 class CentralNotFound(n_exc.NotFound):
     message = "%(reason)s"
 
@@ -407,24 +413,24 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
 
     def _allocate_at_central(self, context, attrs: dict) -> tuple[dict, bool] | None:
         """(central port, whether we created it); None for a network central does
-        not know (created in this region only). An explicit fixed IP must be one
-        central already allocated on that network (its port is reused)."""
+        not know (created in this region only). An explicit fixed IP that central
+        holds is reused only when it is the caller's own free port (Nova's "boot on
+        a pre-created port"); another's is a 409, as in a plain region: copying it
+        would give the caller another project's UUID, MAC and port to delete."""
         if attrs["network_id"] in self._regional_only:
             return None
         central = client()
         explicit = [ip for ip in attrs.get("fixed_ips") or [] if isinstance(ip, dict) and ip.get("ip_address")] \
             if validators.is_attr_set(attrs.get("fixed_ips")) else []
+        project_id = attrs.get("project_id") or attrs.get("tenant_id") or context.project_id
         try:
             if explicit:
                 address = explicit[0]["ip_address"]
                 held = central.ports(network_id=attrs["network_id"], fixed_ips=f"ip_address={address}")
-                if not held:
-                    if central.network(attrs["network_id"]) is None:
-                        self._regional_only.add(attrs["network_id"])
-                        return None
-                    raise n_exc.InvalidIpForNetwork(ip_address=address)
-                return held[0], False
-            project_id = attrs.get("project_id") or attrs.get("tenant_id") or context.project_id
+                if held:
+                    if not copies.reusable_by(held[0], project_id):
+                        raise IpAddressAlreadyAllocated(ip=address, subnet_id=_subnet_of(held[0], address))
+                    return held[0], False
             return central.create_port(copies.central_port_request(attrs, project_id)), True
         except CentralUnavailable as err:
             raise _unavailable(err) from err
@@ -676,6 +682,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 pass
         LOG.info("isthmus: copied security group %s from central", sg_id)
         return True
+
+
+def _subnet_of(port: dict, address: str) -> str:
+    return next((ip["subnet_id"] for ip in port.get("fixed_ips") or [] if ip.get("ip_address") == address), "")
 
 
 def _segment(network: dict) -> str:
