@@ -4,8 +4,7 @@ Errors keep "not found" apart from "could not tell": a 404 is ``None``; an
 unreachable region or a 5xx is :class:`Unavailable`, which callers must never
 read as "gone"; another 4xx is :class:`Rejected` with Neutron's message.
 
-Every request is bounded by ``timeout`` and first runs the caller's
-:mod:`isthmus.callguard` (the job runner's: stop once the job must stop).
+Every request is bounded and guarded as :mod:`isthmus.clients.service` says.
 """
 
 from __future__ import annotations
@@ -15,23 +14,10 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import requests
-from keystoneauth1 import adapter as ks_adapter
-from keystoneauth1 import exceptions as ks_exc
 
-from isthmus import callguard
-from isthmus.clients.breaker import Breaker
+from isthmus.clients.service import DEFAULT_TIMEOUT, Body, Rejected, ServiceClient, Unavailable
 
-
-class Unavailable(Exception):
-    """The region's Neutron did not answer usefully (down, 5xx, no endpoint)."""
-
-
-class Rejected(Exception):
-    """A 4xx other than 404: the request itself was refused."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+__all__ = ["DEFAULT_TIMEOUT", "Body", "NeutronClient", "Rejected", "Unavailable"]
 
 
 _COLLECTION_KEYS = {"security-groups": "security_groups", "security-group-rules": "security_group_rules",
@@ -44,24 +30,13 @@ def singular(collection: str) -> str:
             "ports": "port", "routers": "router", "floatingips": "floatingip"}[collection]
 
 
-DEFAULT_TIMEOUT = 10.0
-
-# A Neutron object or request body, as JSON.
-Body = dict[str, Any]
 
 
-class NeutronClient:
-    """``timeout`` bounds each HTTP attempt (keystoneauth's own default is none:
-    a Neutron that accepts connections and never answers would hang the caller)."""
+class NeutronClient(ServiceClient):
+    """Plain-dict CRUD over Neutron's v2.0 API (pages followed to the end)."""
 
-    def __init__(self, http: ks_adapter.Adapter, region: str, timeout: float = DEFAULT_TIMEOUT,
-                 breaker: Breaker | None = None) -> None:
-        if timeout <= 0:
-            raise ValueError("timeout must be > 0")
-        self.http = http
-        self.region = region
-        self.timeout = timeout
-        self.breaker = breaker or Breaker()
+    service = "Neutron"
+    prefix = "/v2.0/"
 
     def call(self, method: str, path: str, body: Body | None = None, params: dict[str, Any] | None = None,
              headers: dict[str, str] | None = None) -> Body | None:
@@ -84,24 +59,6 @@ class NeutronClient:
             kind = None
         if kind in (None, "HTTPNotFound"):
             raise Unavailable(f"{self.region} Neutron does not serve {path.split('?')[0]} (404: {_message(resp)})")
-
-    def _send(self, method: str, path: str, body: Body | None, params: dict[str, Any] | None,
-              headers: dict[str, str] | None = None) -> requests.Response:
-        callguard.check()  # e.g. a job whose lease was lost stops here, before touching a region
-        wait = self.breaker.admit()
-        if wait:
-            raise Unavailable(f"{self.region} Neutron unreachable moments ago; not tried for another {wait:.0f}s")
-        try:
-            resp = self.http.request(f"/v2.0/{path}", method, json=body, params=params, raise_exc=False,
-                                     timeout=self.timeout, headers=headers)
-        except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
-            self.breaker.failed()
-            raise Unavailable(f"{self.region} Neutron unreachable: {err}") from err
-        except BaseException:
-            self.breaker.abandoned()
-            raise
-        self.breaker.succeeded()
-        return resp
 
     def _body(self, resp: requests.Response) -> Body:
         if resp.status_code >= 500:

@@ -10,6 +10,7 @@ from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 
 from isthmus.clients.neutron import DEFAULT_TIMEOUT, NeutronClient
+from isthmus.clients.nova import NovaClient
 
 
 def register_auth_opts(conf: cfg.ConfigOpts, group: str) -> None:
@@ -45,15 +46,24 @@ class RegionClients:
         self.timeout = session.timeout
         self.user_agent = user_agent
         self._neutron: dict[str, NeutronClient] = {}
+        self._nova: dict[str, NovaClient] = {}
         self._lock = threading.Lock()
 
     def neutron(self, region: str) -> NeutronClient:
         with self._lock:
             if region not in self._neutron:
-                http = ks_adapter.Adapter(
-                    self.session, service_type="network", interface=["internal", "public"],
-                    region_name=region, user_agent=self.user_agent,
-                    connect_retries=1, status_code_retries=1,
-                )
-                self._neutron[region] = NeutronClient(http, region, self.timeout)
+                self._neutron[region] = NeutronClient(self._adapter("network", region), region, self.timeout)
             return self._neutron[region]
+
+    def nova(self, region: str) -> NovaClient:
+        with self._lock:
+            if region not in self._nova:
+                self._nova[region] = NovaClient(self._adapter("compute", region), region, self.timeout)
+            return self._nova[region]
+
+    def _adapter(self, service_type: str, region: str) -> ks_adapter.Adapter:
+        return ks_adapter.Adapter(
+            self.session, service_type=service_type, interface=["internal", "public"],
+            region_name=region, user_agent=self.user_agent,
+            connect_retries=1, status_code_retries=1,
+        )

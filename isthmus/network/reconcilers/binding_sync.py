@@ -7,11 +7,22 @@ its neutron-server loses what was still queued. Per region, periodically:
 * a port bound here that central records unbound (or bound to another host
   here) gets its binding reported, as the region would have;
 * a port central records bound here but unbound here gets unbound at central;
-* a port central records bound here that the region no longer has, and that
-  no other region holds either, was deleted here while central was unreachable:
-  it is deleted at central. Proof is the region's complete list (it pages to
-  the end, and an unreachable region changes nothing) plus every other region's
-  answer; a port changed at central in the last ``GRACE`` is left for later.
+* a port central records bound here that the region no longer has is **not**
+  taken for deleted: a region restored from a backup, or rebuilt, looks just
+  the same. Its device decides. Nova's own "not found" for the server is
+  proof the port went with it: the port is deleted at central. A device Nova
+  still has (or a port without a server) gets its copy back here, bound to the
+  host central records, with central's UUID, MAC and IPs. Nova unreachable:
+  nothing is done. A port changed at central in the last ``GRACE``, or held
+  by another region, is left for later.
+* Deletes made here while central was down reach central through the local
+  plugin's delete journal (written before the local delete), not from here.
+
+The brake: a pass that would delete at central more than a small share of the
+ports bound in a region deletes none, says so (log, metric
+``isthmus_binding_sync_ports{action="braked"}``, the job's error) and waits
+for an operator: a mass loss is a restore or a misconfigured Nova far more
+often than a mass delete.
 
 A port two regions both hold bound is left as it is and logged: which one is
 right is not for a reconciler to guess.
@@ -22,14 +33,19 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
+from prometheus_client import Counter
+
 from isthmus.clients import NeutronClient, Rejected, Unavailable
-from isthmus.jobs import JobContext, RetryLater
+from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network import bound_region, port_report, report_differs
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
 GRACE = timedelta(minutes=2)
+PORTS = Counter("isthmus_binding_sync_ports", "Ports central records bound in a region that the region lacks, "
+                "by what binding_sync did: restored (copy made again), deleted (Nova: the server is gone), "
+                "braked (deletes refused: too many at once)", ("region", "action"))
 _FIELDS = ("id", "network_id", "mac_address", "device_owner", "device_id", "binding:host_id", "binding:profile",
            "binding:vif_type", "binding:vif_details", "binding:vnic_type", "revision_number", "updated_at")
 
@@ -75,15 +91,81 @@ def sync_bindings(services: Services, ctx: JobContext) -> None:
                     raise
                 continue  # changed at central since our read: the next pass reads it again
             repaired += 1
-    for port_id, top in central.items():
-        if bound_region(top) == region and port_id not in present and _settled(top):
-            if _held_elsewhere(services, region, top):
-                continue
-            LOG.info("port %s: deleted in %s while central was unreachable; deleting it at central", port_id, region)
-            services.central.delete("ports", port_id)
-            repaired += 1
+    missing = [top for port_id, top in central.items()
+               if bound_region(top) == region and port_id not in present and _settled(top)]
+    if missing:
+        bound = sum(1 for top in central.values() if bound_region(top) == region)
+        repaired += _settle_missing(services, region, missing, bound)
     if repaired:
         LOG.info("binding_sync %s: %d repaired", region, repaired)
+
+
+def _settle_missing(services: Services, region: str, missing: list[dict], bound: int) -> int:
+    """Restore or delete (on Nova's word) the ports bound here the region lacks;
+    how many. Raises PermanentFailure, after the restores, when the brake holds."""
+    gone: list[dict] = []
+    restore: list[dict] = []
+    for top in missing:
+        if _held_elsewhere(services, region, top):
+            continue
+        verdict = _device_gone(services, region, top)
+        if verdict is None:
+            continue  # Nova could not say: no proof either way
+        (gone if verdict else restore).append(top)
+    done = 0
+    for top in restore:
+        if _restore_copy(services, region, top):
+            PORTS.labels(region, "restored").inc()
+            done += 1
+    if not gone:
+        return done
+    if not services.delete_brake.allows(len(gone), bound):
+        PORTS.labels(region, "braked").inc(len(gone))
+        message = (f"binding_sync {region}: {len(gone)} of the {bound} ports bound there have servers Nova no "
+                   f"longer has; more than the brake allows at once ({services.delete_brake}), so none was "
+                   f"deleted at central. Check the region (a restore? the wrong Nova?); to let them go, raise "
+                   f"[isthmus] binding_sync_delete_share and run binding_sync again. Ports: "
+                   + ", ".join(sorted(top["id"] for top in gone)))
+        LOG.error("%s", message)
+        raise PermanentFailure(message)
+    for top in gone:
+        LOG.info("port %s: its server %s is gone from %s's Nova and the port from its Neutron; deleting it "
+                 "at central", top["id"], top.get("device_id"), region)
+        services.central.delete("ports", top["id"])
+        PORTS.labels(region, "deleted").inc()
+        done += 1
+    return done
+
+
+def _device_gone(services: Services, region: str, port: dict) -> bool | None:
+    """Nova's word on a port's server: True gone, False there, None no answer.
+    A port without a server has nothing to be deleted with: False."""
+    if not (port.get("device_owner") or "").startswith("compute:") or not port.get("device_id"):
+        return False
+    try:
+        return services.nova(region).server_gone(port["device_id"])
+    except (Unavailable, ValueError) as err:
+        LOG.warning("port %s: missing in %s, and Nova cannot say whether server %s is gone: %s",
+                    port["id"], region, port.get("device_id"), err)
+        return None
+
+
+def _restore_copy(services: Services, region: str, top: dict) -> bool:
+    """The region's copy made again (a read by id copies it, as for any missing
+    copy) and bound to the host central records, so the server's address is back."""
+    neutron = services.neutron(region)
+    LOG.warning("port %s: central records it bound in %s, which lacks it (restored from a backup?); "
+                "copying it back", top["id"], region)
+    copy = neutron.get("ports", top["id"])
+    if copy is None:
+        LOG.error("port %s: %s would not copy it back", top["id"], region)
+        return False
+    if top.get("binding:host_id") and not copy.get("binding:host_id"):
+        neutron.update("ports", top["id"], {k: top[k] for k in _REBIND if top.get(k)})
+    return True
+
+
+_REBIND = ("binding:host_id", "binding:vnic_type", "device_id", "device_owner")
 
 
 def host_agent(neutron: NeutronClient, host: str, cache: dict[str, dict | None] | None = None) -> dict | None:

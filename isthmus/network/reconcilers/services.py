@@ -5,12 +5,13 @@ options of the service user) and ``[database] connection``."""
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
 from oslo_config import cfg
 
-from isthmus.clients import NeutronClient, RegionClients, load_session
+from isthmus.clients import NeutronClient, NovaClient, RegionClients, load_session
 from isthmus.clients.neutron import DEFAULT_TIMEOUT
 from isthmus.clients.regions import register_auth_opts
 from isthmus.db import make_engine
@@ -32,6 +33,15 @@ OPTS = [
                     "attached to a router must not overlap it."),
     cfg.StrOpt("transit_cidr_v6", default="fd00:6973:7468::/64",
                help="IPv6 range of every router's transit network (see transit_cidr)."),
+    cfg.FloatOpt("binding_sync_delete_share", default=0.1, min=0.0, max=1.0,
+                 help="binding_sync deletes at central a port whose region lost it and whose server Nova no "
+                      "longer has. A pass that would delete more than this share of the ports bound in a "
+                      "region (or binding_sync_delete_floor, whichever is more) deletes none and fails its "
+                      "job instead, naming them: a mass loss is a restore or the wrong Nova far more often "
+                      "than a mass delete. 1.0 turns the brake off."),
+    cfg.IntOpt("binding_sync_delete_floor", default=3, min=0,
+               help="Deletes a binding_sync pass may always make, however few ports the region has "
+                    "(see binding_sync_delete_share)."),
     cfg.FloatOpt("region_timeout", default=DEFAULT_TIMEOUT, min=0.1,
                  help="Seconds each HTTP attempt of the worker's calls to central and regional Neutron "
                       "and to Keystone may take. [isthmus_service] timeout, when set, wins."),
@@ -47,6 +57,17 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     register_auth_opts(conf, SERVICE_AUTH_GROUP)
 
 
+@dataclass(frozen=True)
+class DeleteBrake:
+    """At most ``max(floor, share x bound ports)`` deletes at central per pass."""
+
+    share: float = 0.1
+    floor: int = 3
+
+    def allows(self, deletes: int, bound: int) -> bool:
+        return deletes <= max(self.floor, math.floor(self.share * bound))
+
+
 @dataclass
 class Services:
     registry: Registry
@@ -55,6 +76,7 @@ class Services:
     tombstones: Tombstones
     cross_region_l2: str = "shadow"
     transit_cidrs: dict[int, str] = field(default_factory=lambda: {4: "100.64.0.0/24", 6: "fd00:6973:7468::/64"})
+    delete_brake: DeleteBrake = field(default_factory=DeleteBrake)
     _network_types: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
@@ -63,6 +85,9 @@ class Services:
 
     def neutron(self, region: str) -> NeutronClient:
         return self.clients.neutron(region)
+
+    def nova(self, region: str) -> NovaClient:
+        return self.clients.nova(region)
 
     def wants_shadows(self, network: dict) -> bool:
         """Shadows carry VxLAN between regions; VLAN and flat networks ride the
@@ -116,5 +141,7 @@ class LazyServices:
                     central_region=conf.isthmus.central_region,
                     cross_region_l2=conf.isthmus.cross_region_l2,
                     transit_cidrs={4: conf.isthmus.transit_cidr, 6: conf.isthmus.transit_cidr_v6},
+                    delete_brake=DeleteBrake(conf.isthmus.binding_sync_delete_share,
+                                             conf.isthmus.binding_sync_delete_floor),
                 )
             return self._services

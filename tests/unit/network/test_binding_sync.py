@@ -1,15 +1,18 @@
 """binding_sync: central's binding record repaired from a region's own state,
-and deletes only on proof (pure logic over in-memory stand-ins of the REST client)."""
+and deletes only on proof (pure logic over in-memory stand-ins of the REST clients)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from isthmus.clients import Unavailable
-from isthmus.jobs import JobContext
+from isthmus.jobs import JobContext, PermanentFailure
 from isthmus.network import PROFILE_KEY
-from isthmus.network.reconcilers.binding_sync import sync_bindings
+from isthmus.network.reconcilers.binding_sync import PORTS, sync_bindings
+from isthmus.network.reconcilers.services import DeleteBrake
 
 OLD = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
 
@@ -41,27 +44,59 @@ class Neutron:
 
 
 @dataclass
+class Region(Neutron):
+    """A regional Neutron: a read by id of a port central has copies it (the local plugin's way)."""
+
+    central: Neutron | None = None
+
+    def get(self, collection, port_id):
+        top = next((p for p in self.central.ports if p["id"] == port_id), None) if self.central else None
+        if top is None:
+            return None
+        copy = {**top, "binding:host_id": "", "binding:profile": {}}
+        self.ports.append(copy)
+        return copy
+
+
+@dataclass
+class Nova:
+    servers: set[str] = field(default_factory=set)
+    down: bool = False
+
+    def server_gone(self, server_id):
+        if self.down:
+            raise Unavailable("nova down")
+        return server_id not in self.servers
+
+
+@dataclass
 class Pod:
     region_name: str
 
 
 class Services:
-    def __init__(self, central: Neutron, regions: dict[str, Neutron]) -> None:
+    def __init__(self, central: Neutron, regions: dict[str, Neutron], novas: dict[str, Nova] | None = None,
+                 brake: DeleteBrake | None = None) -> None:
         self.central = central
         self.regions = regions
+        self.novas = novas or {}
+        self.delete_brake = brake or DeleteBrake(share=1.0)
         self.registry = self
 
     def neutron(self, region):
         return self.regions[region]
 
+    def nova(self, region):
+        return self.novas.setdefault(region, Nova())
+
     def regional_pods(self):
         return [Pod(r) for r in self.regions]
 
 
-def port(port_id, region=None, host="", updated=OLD):
+def port(port_id, region=None, host="", updated=OLD, device="vm"):
     profile = {PROFILE_KEY: {"region": region}} if region else {}
     return {"id": port_id, "network_id": "n", "mac_address": f"fa:16:3e:00:00:{port_id[-1]}0",
-            "device_owner": "compute:az", "device_id": "vm", "binding:host_id": host,
+            "device_owner": "compute:az", "device_id": device, "binding:host_id": host,
             "binding:profile": profile, "revision_number": 3, "updated_at": updated}
 
 
@@ -79,13 +114,53 @@ def test_a_bind_central_missed_is_reported_and_an_unbind_too():
     assert reports["p2"]["binding:host_id"] == "" and central.deletes == []
 
 
-def test_a_port_deleted_here_while_central_was_down_goes_at_central_only_on_proof():
-    central = Neutron([port("p1", "RegionOne", "h1"), port("p2", "RegionOne", "h1", updated=just_now()),
-                       port("p3", "RegionOne", "h1")])
+def test_a_port_the_region_lacks_goes_at_central_only_on_novas_word():
+    central = Neutron([port("p1", "RegionOne", "h1", device="vm1"),
+                       port("p2", "RegionOne", "h1", updated=just_now(), device="vm2"),
+                       port("p3", "RegionOne", "h1", device="vm3")])
     two = Neutron([port("p3", host="h2")])  # p3 moved to RegionTwo, its report lost too
-    run(Services(central, {"RegionOne": Neutron([]), "RegionTwo": two}))
-    # p1: gone here, nowhere else, settled -> deleted; p2: changed at central moments ago; p3: held elsewhere
+    run(Services(central, {"RegionOne": Region(central=central), "RegionTwo": two}, {"RegionOne": Nova()}))
+    # p1: gone here, its server gone; p2: changed at central moments ago; p3: held elsewhere
     assert central.deletes == ["p1"]
+
+
+def test_a_region_restored_from_a_backup_gets_its_copies_back_bound_and_central_loses_nothing():
+    """Issue 25 hole 1: the region's Neutron lost ports it had (a restore), Nova
+    still has their servers. Before: binding_sync deleted them at central."""
+    central = Neutron([port("p1", "RegionOne", "h1", device="vm1"), port("p2", "RegionOne", "h2", device="vm2"),
+                       port("p3", "RegionOne", "h1", device="")])  # p3: bound, no server
+    one = Region(central=central)
+    run(Services(central, {"RegionOne": one}, {"RegionOne": Nova({"vm1", "vm2"})}))
+    assert central.deletes == []
+    assert sorted(p["id"] for p in one.ports) == ["p1", "p2", "p3"]
+    assert {(port_id, body["binding:host_id"]) for port_id, body in one.updates} == {
+        ("p1", "h1"), ("p2", "h2"), ("p3", "h1")}
+
+
+def test_nova_down_is_no_proof_either_way():
+    central = Neutron([port("p1", "RegionOne", "h1", device="vm1")])
+    one = Region(central=central)
+    run(Services(central, {"RegionOne": one}, {"RegionOne": Nova(down=True)}))
+    assert central.deletes == [] and one.ports == []
+
+
+def test_the_brake_deletes_none_of_a_mass_loss_and_names_them():
+    bound = [port(f"p{i}", "RegionOne", "h1", device=f"vm{i}") for i in range(10)]
+    central = Neutron(bound)
+    before = PORTS.labels("RegionOne", "braked")._value.get()
+    services = Services(central, {"RegionOne": Region(central=central)}, {"RegionOne": Nova()},
+                        DeleteBrake(share=0.1, floor=3))
+    with pytest.raises(PermanentFailure, match="10 of the 10 ports bound there") as failure:
+        run(services)
+    assert "p7" in str(failure.value) and "binding_sync_delete_share" in str(failure.value)
+    assert central.deletes == []
+    assert PORTS.labels("RegionOne", "braked")._value.get() - before == 10
+
+
+@pytest.mark.parametrize(("deletes", "bound", "allowed"), [
+    (3, 3, True), (4, 10, False), (10, 100, True), (11, 100, False), (0, 0, True)])
+def test_the_brake_allows_the_floor_or_the_share(deletes, bound, allowed):
+    assert DeleteBrake(share=0.1, floor=3).allows(deletes, bound) is allowed
 
 
 def test_an_unreachable_region_is_no_proof_and_two_owners_are_left_alone():
