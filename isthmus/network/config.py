@@ -24,6 +24,11 @@ OPTS = [
                help="Local plugin: the region whose Neutron is central."),
     cfg.StrOpt("database_connection", secret=True,
                help="Central plugin: the Isthmus database (registry and jobs)."),
+    cfg.StrOpt("delete_journal_dir", default="$state_path/isthmus/deleted-ports",
+               help="Local plugin: where ports deleted here while central was unreachable wait, one "
+                    "file each, until central has deleted them too. On local disk, kept across "
+                    "restarts: central deletes a region's port only on this record (or on Nova's word "
+                    "that its server is gone), never because a list lacks it."),
     cfg.FloatOpt("central_timeout", default=DEFAULT_TIMEOUT, min=0.1,
                  help="Local plugin: seconds each HTTP attempt to central Neutron and to Keystone may "
                       "take (an API worker waits that long at most). [isthmus_central] timeout, when "

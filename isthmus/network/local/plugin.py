@@ -44,6 +44,7 @@ from isthmus.network import (
 )
 from isthmus.network.local import copies
 from isthmus.network.local.central import CentralRejected, CentralUnavailable, client
+from isthmus.network.local.journal import DeleteJournal
 from isthmus.network.local.reports import CentralReports
 
 LOG = logging.getLogger(__name__)
@@ -149,7 +150,9 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         super().__init__()
         self.region = cfg.CONF.isthmus.region_name
         self.availability_zone = cfg.CONF.isthmus.availability_zone
-        self.reports = CentralReports(self.region, self._current_report, client)
+        self.reports = CentralReports(self.region, self._current_report, client,
+                                      journal=DeleteJournal(cfg.CONF.isthmus.delete_journal_dir))
+        self.reports.resume()
         LOG.info("isthmus local plugin for region %s (az %s)", self.region, self.availability_zone)
 
     def _stripe(self, object_id: str) -> threading.RLock:
@@ -500,6 +503,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     # Override: report where Nova bound a port, so central (and the other
     # regions, through reconcile jobs) know the port lives here.
     def update_port(self, context, id, port):
+        self.reports.resume()
         before = super().get_port(context.elevated(), id)
         after = super().update_port(context, id, port)
         if (self._central_owner(context.elevated(), after) is not None and _binding_moved(before, after)
@@ -583,6 +587,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     # removes the copies elsewhere. A stale copy of a port that now lives in
     # another region (the reconciler removes those) goes only here.
     def delete_port(self, context, id, l3_port_check=True):
+        self.reports.resume()
         try:
             port = super().get_port(context.elevated(), id)
         except n_exc.PortNotFound:
@@ -593,9 +598,11 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 if self._lives_here(port):
                     client().delete_port(id)
             except CentralUnavailable as err:
-                # The port goes here now; central is told when it answers again
-                # (and the worker's binding_sync repairs it after a restart of this server).
+                # The port goes here now; central is told when it answers again,
+                # from the journal, written first: a restart of this server loses
+                # no delete (central takes none on absence alone).
                 LOG.warning("isthmus: central unreachable; port %s deleted here, at central later: %s", id, err)
+                self.reports.will_delete(id)
                 tell_central_later = True
             except CentralRejected as err:
                 raise _rejected(err, "port") from err

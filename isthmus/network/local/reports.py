@@ -9,8 +9,12 @@ while central was down. Level-triggered, retried, ordered.
   the bind the new region reported.
 * Retried: a send that fails (central down, a concurrent change) is kept and
   tried again with backoff by one background thread, until central has it.
-  What a restart of this neutron-server loses, the worker's periodic
-  ``binding_sync`` repairs from the regions' own state.
+* Durable, for deletes: a delete central could not be told of is in the
+  :mod:`journal` before the regional delete, and each pass picks up what the
+  journal holds, so a restart of this neutron-server loses none (nothing else
+  can prove the delete: an absent port is no proof). A binding lost in a
+  restart, the worker's periodic ``binding_sync`` repairs from the regions'
+  own state.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 
 from isthmus.network import bound_region, report_differs
 from isthmus.network.local.central import CentralClient, CentralRejected, CentralUnavailable
+from isthmus.network.local.journal import DeleteJournal
 
 LOG = logging.getLogger(__name__)
 
@@ -44,12 +49,15 @@ class _Pending:
 
 class CentralReports:
     """``read_report(port_id)``: the report of the port as it is here now (None:
-    no such port here); ``client()``: central's REST client."""
+    no such port here); ``client()``: central's REST client; ``journal``: where
+    deletes wait durably (None: in memory only)."""
 
     def __init__(self, region: str, read_report: Callable[[str], Report | None],
-                 client: Callable[[], CentralClient], *, max_delay: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic, background: bool = True) -> None:
+                 client: Callable[[], CentralClient], *, journal: DeleteJournal | None = None,
+                 max_delay: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 background: bool = True) -> None:
         self.region = region
+        self.journal = journal
         self.read_report = read_report
         self.client = client
         self.max_delay = max_delay
@@ -74,10 +82,23 @@ class CentralReports:
         LOG.warning("isthmus: report of port %s to central deferred: %s", port_id, outcome.why)
         self._queue(port_id, "report", due=self.clock() + self._delay(1))
 
+    def will_delete(self, port_id: str) -> None:
+        """Called before the regional delete of a port central cannot be told of
+        now: the journal holds it from here on, whatever restarts."""
+        if self.journal is not None:
+            self.journal.record(port_id)
+
     def deleted_here(self, port_id: str) -> None:
         """The port was deleted here while central could not be told."""
         LOG.warning("isthmus: delete of port %s queued for central", port_id)
         self._queue(port_id, "delete", due=self.clock() + self._delay(1))
+
+    def resume(self) -> None:
+        """Keep the background thread running: each pass sends what the journal
+        holds (left by an earlier run of this server, or by another API worker).
+        Cheap; called from every port write, so a forked worker starts its own."""
+        if self.journal is not None:
+            self._ensure_thread()
 
     def pending(self) -> dict[str, str]:
         with self._lock:
@@ -142,6 +163,9 @@ class CentralReports:
         """One pass over the due sends; how many are still pending."""
         now = self.clock()
         with self._lock:
+            for port_id in self.journal.pending() if self.journal is not None else ():
+                if port_id not in self._pending:  # left by an earlier run, or by another API worker
+                    self._pending[port_id] = _Pending("delete", 0, now)
             due = [(port_id, p) for port_id, p in self._pending.items() if p.due <= now]
         for port_id, item in due:
             # Central down: each send fails fast (the client's circuit breaker).
@@ -152,6 +176,8 @@ class CentralReports:
                     continue  # re-queued meanwhile: that one is newer
                 if outcome.done:
                     del self._pending[port_id]
+                    if item.kind == "delete" and self.journal is not None:
+                        self.journal.forget(port_id)
                 else:
                     item.attempts += 1
                     item.due = self.clock() + self._delay(item.attempts)

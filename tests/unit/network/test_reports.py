@@ -10,6 +10,7 @@ import pytest
 from isthmus.clients.neutron import Rejected, Unavailable
 from isthmus.network import PROFILE_KEY
 from isthmus.network.local.central import CentralClient
+from isthmus.network.local.journal import DeleteJournal
 from isthmus.network.local.reports import CentralReports
 
 
@@ -135,3 +136,53 @@ def test_a_delete_made_while_central_was_down_reaches_central_unless_the_port_mo
     clock.now += 100
     assert r.retry_due() == 0
     assert "gone" not in central.ports and "moved" in central.ports
+
+
+def test_a_delete_central_missed_survives_a_restart_of_neutron_server(tmp_path):
+    """Issue 25 hole 4: a port deleted here while central was down, then this
+    neutron-server restarted (its queue in memory lost). Before: central kept
+    the port (and its IP) for ever; binding_sync deleted only bound ones."""
+    central, clock = Central(), Clock()
+    central.ports["p"] = {"id": "p", "revision_number": 1, **UNBOUND}
+    central.down = True
+    journal = DeleteJournal(tmp_path / "deleted-ports")
+    first = CentralReports("RegionOne", {}.get, lambda: cast(CentralClient, central), journal=journal,
+                           clock=clock, background=False)
+    first.will_delete("p")  # before the regional delete
+    first.deleted_here("p")
+    clock.now += 5
+    first.retry_due()
+    assert "p" in central.ports  # central still down
+    central.down = False
+    restarted = CentralReports("RegionOne", {}.get, lambda: cast(CentralClient, central),
+                               journal=DeleteJournal(tmp_path / "deleted-ports"), clock=clock, background=False)
+    assert restarted.retry_due() == 0
+    assert "p" not in central.ports and journal.pending() == []
+
+
+def test_a_journalled_port_that_exists_here_again_is_not_deleted_at_central(tmp_path):
+    """The regional delete failed after the journal entry, or the region got the
+    port back: the entry is dropped, central keeps the port."""
+    central, clock = Central(), Clock()
+    central.ports["p"] = {"id": "p", "revision_number": 1, **bound("RegionOne", "h1")}
+    journal = DeleteJournal(tmp_path)
+    journal.record("p")
+    r = CentralReports("RegionOne", {"p": bound("RegionOne", "h1")}.get, lambda: cast(CentralClient, central),
+                       journal=journal, clock=clock, background=False)
+    assert r.retry_due() == 0
+    assert "p" in central.ports and journal.pending() == []
+
+
+def test_the_journal_is_one_durable_file_per_port_and_refuses_other_names(tmp_path):
+    journal = DeleteJournal(tmp_path / "j")
+    assert journal.pending() == []  # no directory yet
+    journal.record("0b6e-41")
+    journal.record("0b6e-41")
+    (tmp_path / "j" / ".x.tmp").write_text("half-written")  # a crash mid-record
+    assert journal.pending() == ["0b6e-41"]
+    for bad in ("", "../x", "a/b", ".hidden"):
+        with pytest.raises(ValueError):
+            journal.record(bad)
+    journal.forget("0b6e-41")
+    journal.forget("0b6e-41")
+    assert journal.pending() == []
