@@ -19,6 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_PAGE_LIMIT = 20
 # The Admin API tests' job types, loaded by the shared sandbox's isthmus-admin.
 TEST_JOB_TYPES_MODULE = "tests.integration.admin_handlers"
+# The job worker's periods shortened for tests (production defaults elsewhere):
+# binding_sync acts on a port changed seconds ago, not two minutes.
+TEST_XJOB_TUNING = "[isthmus]\nbinding_sync_grace = 5\n"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,16 @@ def load_test_job_types(state_dir: Path) -> None:
     isthmus("sandbox", "restart", "isthmus-admin", "--state-dir", str(state_dir))
 
 
+def write_xjob_tuning(state_dir: Path) -> None:
+    """The test tuning in the job worker's config directory, before it first starts."""
+    from isthmus.sandbox import xjob
+    from isthmus.sandbox.layout import Layout
+
+    path = xjob.config_dir(Layout(state_dir=state_dir)) / "50-test-tuning.conf"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(TEST_XJOB_TUNING)
+
+
 def start_sandbox(state_dir: Path) -> Sandbox:
     """The sandbox the integration tests run against, started in ``state_dir``.
 
@@ -96,8 +109,10 @@ def start_sandbox(state_dir: Path) -> Sandbox:
     endpoints where the machine allows it (root): tests/integration/test_dataplane.py
     pings across regions. A stock Neutron next to central: the baseline of the
     differential fuzz tests (docs/fuzzing.md). Octavia in each region (the CCM's load
-    balancers). The Admin API tests' job types in its isthmus-admin."""
+    balancers). The Admin API tests' job types in its isthmus-admin, the test
+    tuning in its isthmus-xjob (TEST_XJOB_TUNING)."""
     base = free_base_port(int(os.environ.get("ISTHMUS_TEST_BASE_PORT", "31000")), 2)
+    write_xjob_tuning(state_dir)
     dataplane = ["--dataplane"] if dataplane_possible() else []
     up = isthmus("sandbox", "up", "--state-dir", str(state_dir), "--base-port", str(base),
                  "--neutron-page-limit", str(TEST_PAGE_LIMIT), "--stock-neutron", "--octavia", *dataplane,

@@ -29,8 +29,11 @@ class Tombstones:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def bury(self, resource_type: str, resource_id: str, project_id: str | None = None) -> None:
-        """Record central's delete (idempotent: a second delete event keeps the first time)."""
+    def bury(self, resource_type: str, resource_id: str, project_id: str | None = None, *,
+             attempts: int = 8) -> None:
+        """Record central's delete (idempotent: a second delete event keeps the first time).
+        ``attempts``: tries after transient errors (a lock), each bounded by the
+        engine's timeouts."""
         row = {"resource_type": resource_type, "resource_id": resource_id,
                "project_id": project_id or "", "deleted_at": _now()}
 
@@ -42,7 +45,7 @@ class Tombstones:
                 if exists is None:
                     conn.execute(t.insert().values(**row))
 
-        retry_transient(insert)
+        retry_transient(insert, attempts=attempts)
 
     def buried(self, resource_type: str, resource_ids: Iterable[str]) -> set[str]:
         """The ids among ``resource_ids`` that central deleted."""

@@ -121,3 +121,40 @@ def security_group_or_none(conn, sg_id):
         return conn.network.get_security_group(sg_id)
     except os_exc.NotFoundException:
         return None
+
+
+def job_of(sandbox, job_type: str, resource_id: str):
+    from isthmus.db import make_engine
+    from isthmus.jobs import JobStore
+
+    return JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).find(job_type, resource_id)
+
+
+def run_again(sandbox, job_type: str, resource_id: str):
+    """Enqueue the job; a function that answers its outcome once a run that
+    started after this enqueue has finished (an older result does not count)."""
+    from datetime import UTC, datetime
+
+    since = datetime.now(UTC)
+    enqueue_job(sandbox, job_type, resource_id)
+
+    def finished():
+        job = job_of(sandbox, job_type, resource_id)
+        done = job is not None and job.status in ("SUCCESS", "FAIL")
+        return job if done and job.started_at and job.started_at >= since else None
+
+    return finished
+
+
+def bound_in(admin, port_id: str, region: str) -> bool:
+    from openstack import exceptions as os_exc
+
+    from isthmus.network import bound_region
+
+    try:
+        port = admin[CENTRAL].network.get_port(port_id)
+    except os_exc.SDKException:
+        # Polled right after central's neutron-server restarted: its first answers
+        # can be a 404 or 503 for an existing port (seen in CI); the next poll asks again.
+        return False
+    return bound_region({"binding:host_id": port.binding_host_id, "binding:profile": port.binding_profile}) == region

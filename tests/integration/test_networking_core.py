@@ -4,18 +4,19 @@ wiped on a read that failed or a 404 central never recorded as its own delete.""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC
 
 import pytest
 
 from tests.integration.helpers import (
     CENTRAL,
     boot,
+    bound_in,
     delete_security_group,
     enqueue_job,
     eventually,
     network_or_none,
     port_or_none,
+    run_again,
     sandbox_cli,
     sandbox_layout,
 )
@@ -23,27 +24,6 @@ from tests.integration.helpers import (
 pytestmark = pytest.mark.integration
 
 
-def _job(sandbox, job_type: str, resource_id: str):
-    from isthmus.db import make_engine
-    from isthmus.jobs import JobStore
-
-    return JobStore(make_engine(sandbox_layout(sandbox.state_dir).isthmus_db_url)).find(job_type, resource_id)
-
-
-def _run_again(sandbox, job_type: str, resource_id: str):
-    """Enqueue the job; a function that answers its outcome once a run that
-    started after this enqueue has finished (an older result does not count)."""
-    from datetime import datetime
-
-    since = datetime.now(UTC)
-    enqueue_job(sandbox, job_type, resource_id)
-
-    def finished():
-        job = _job(sandbox, job_type, resource_id)
-        done = job is not None and job.status in ("SUCCESS", "FAIL")
-        return job if done and job.started_at and job.started_at >= since else None
-
-    return finished
 
 
 def test_every_user_settable_port_attribute_reaches_the_regional_copy(sandbox, central, admin, stretched):
@@ -99,7 +79,7 @@ def test_a_central_404_that_central_never_recorded_wipes_nothing(sandbox, admin)
     try:
         admin[one].network.create_subnet(network_id=local.id, ip_version=4, cidr="10.78.0.0/24")
         port = admin[one].network.create_port(network_id=local.id, name="must-survive")
-        job = eventually(_run_again(sandbox, "network_sync", local.id), timeout=60, what="the sync job")
+        job = eventually(run_again(sandbox, "network_sync", local.id), timeout=60, what="the sync job")
         assert job.status == "FAIL" and "recorded no delete" in job.last_error
         assert network_or_none(admin[one], local.id) is not None
         assert port_or_none(admin[one], port.id) is not None
@@ -122,7 +102,7 @@ def test_a_group_shared_from_another_project_is_not_taken_for_deleted(sandbox, c
         server = conn.compute.wait_for_server(boot(conn, net.name, port_id=port.id), wait=240)
         assert admin[one].network.get_security_group(shared.id) is not None
         project = central.current_project_id
-        job = eventually(_run_again(sandbox, "security_group_sync", project), timeout=90, what="group sync")
+        job = eventually(run_again(sandbox, "security_group_sync", project), timeout=90, what="group sync")
         assert job.status == "SUCCESS", job.last_error
         assert admin[one].network.get_security_group(shared.id).id == shared.id
         conn.compute.delete_server(server)
@@ -132,20 +112,6 @@ def test_a_group_shared_from_another_project_is_not_taken_for_deleted(sandbox, c
             central.network.delete_port(p)
         eventually(lambda: delete_security_group(admin[CENTRAL], shared.id), timeout=60,
                    what="delete of the shared group")
-
-
-def _bound_in(admin, port_id: str, region: str) -> bool:
-    from openstack import exceptions as os_exc
-
-    from isthmus.network import bound_region
-
-    try:
-        port = admin[CENTRAL].network.get_port(port_id)
-    except os_exc.SDKException:
-        # Polled right after central's neutron-server restarted: its first answers
-        # can be a 404 or 503 for an existing port (seen in CI); the next poll asks again.
-        return False
-    return bound_region({"binding:host_id": port.binding_host_id, "binding:profile": port.binding_profile}) == region
 
 
 @pytest.mark.exclusive
@@ -171,7 +137,7 @@ def test_central_down_mid_boot_then_back_bindings_and_shadows_converge(sandbox, 
         conn_one.compute.wait_for_delete(doomed, wait=120)
     finally:
         sandbox_cli(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
-    eventually(lambda: _bound_in(admin, port.id, one), timeout=120, what="the binding reported after central returned")
+    eventually(lambda: bound_in(admin, port.id, one), timeout=120, what="the binding reported after central returned")
     shadow = eventually(lambda: port_or_none(admin[two], port.id), timeout=120, what=f"shadow in {two}")
     assert shadow.device_owner == "compute:shadow" and shadow.mac_address == port.mac_address
     # The server deleted while central was down: its port goes at central, and its shadow with it.
@@ -199,7 +165,7 @@ def test_binding_sync_repairs_what_a_restarted_region_forgot_to_report(sandbox, 
     finally:
         sandbox_cli(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
     enqueue_job(sandbox, "binding_sync", one)  # also periodic; enqueued here so the test need not wait
-    eventually(lambda: _bound_in(admin, port.id, one), timeout=120, what="central's binding record repaired")
+    eventually(lambda: bound_in(admin, port.id, one), timeout=120, what="central's binding record repaired")
 
 
 def test_dhcp_turned_on_later_takes_centrals_reserved_address_in_each_region(sandbox, central, admin):
@@ -305,7 +271,7 @@ def test_lists_page_to_the_end_under_a_small_page_limit(sandbox, central, admin,
         return {p.id for p in admin[two].network.ports(network_id=net.id, device_owner="compute:shadow")} & ids
 
     eventually(lambda: shadows_in_two() == ids, timeout=180, what=f"{count} shadows in {two}")
-    job = eventually(_run_again(sandbox, "network_sync", net.id), timeout=120, what="the full resync")
+    job = eventually(run_again(sandbox, "network_sync", net.id), timeout=120, what="the full resync")
     assert job.status == "SUCCESS", job.last_error
     assert shadows_in_two() == ids
     assert {p.id for p in admin[one].network.ports(network_id=net.id)} >= ids

@@ -6,7 +6,14 @@ Neutron releases):
 * binds a port as the region that reported it bound (central runs no agents);
 * reserves the shared DHCP address and each region's gateway address when a
   subnet is created, and releases them with the subnet;
-* records where ports live (routings) and queues reconcile jobs after commits.
+* records where ports live (routings) and queues reconcile jobs after commits;
+* records every delete (a tombstone) *before* it: in precommit, inside the
+  delete's transaction. If the Isthmus database cannot take it, the delete is
+  refused (503; a security group's 409 names the reason), never made without
+  its record: a delete nobody recorded leaves copies and shadows that nothing
+  may remove, and once central reuses the address, traffic goes astray. A
+  record whose delete then rolled back proves nothing: a reconciler acts only
+  on the record *and* central's 404.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import logging
 
 from neutron_lib import constants
+from neutron_lib import exceptions as n_exc
 from neutron_lib.api.definitions import portbindings
 from neutron_lib.callbacks import events, registry, resources
 from neutron_lib.plugins import constants as plugin_constants
@@ -50,6 +58,21 @@ def _is_user_port(port: dict) -> bool:
     return not owner.startswith("network:") and owner != SHADOW_OWNER
 
 
+class DeleteNotRecorded(n_exc.ServiceUnavailable):
+    message = ("the delete of %(resource)s %(id)s could not be recorded for the regions (the Isthmus "
+               "database did not answer: %(reason)s); nothing was deleted, try again")
+
+
+def _record_delete(resource: str, resource_id: str, project_id: str | None) -> None:
+    """The delete's tombstone, written before the delete commits (precommit)."""
+    try:
+        state().tombstones.bury(resource, resource_id, project_id, attempts=2)
+    except Exception as err:  # any database error, a missing table, a bad URL: no record, no delete
+        LOG.error("isthmus: refusing the delete of %s %s: its tombstone could not be written: %s",
+                  resource, resource_id, err)
+        raise DeleteNotRecorded(resource=resource, id=resource_id, reason=type(err).__name__) from err
+
+
 def _is_compute(port: dict) -> bool:
     owner = port.get("device_owner") or ""
     return owner.startswith("compute:") and owner != SHADOW_OWNER
@@ -61,6 +84,8 @@ class CentralMechanismDriver(api.MechanismDriver):
             registry.subscribe(self._security_group_rule_changed, resources.SECURITY_GROUP_RULE, event)
         for event in (events.AFTER_UPDATE, events.AFTER_DELETE):
             registry.subscribe(self._security_group_changed, resources.SECURITY_GROUP, event)
+        registry.subscribe(self._security_group_deleting, resources.SECURITY_GROUP, events.PRECOMMIT_DELETE)
+        registry.subscribe(self._router_deleting, resources.ROUTER, events.PRECOMMIT_DELETE)
         # Routers: neutron-lib's callback events of the L3 resources (published
         # by any L3 plugin), so central needs no L3 plugin of its own.
         for resource in (resources.ROUTER, resources.ROUTER_INTERFACE, resources.ROUTER_GATEWAY):
@@ -110,6 +135,9 @@ class CentralMechanismDriver(api.MechanismDriver):
             "admin_state_up": True,
         }}, check_allow_post=False)
 
+    def delete_subnet_precommit(self, context: api.SubnetContext) -> None:
+        _record_delete("subnet", context.current["id"], context.current["project_id"])
+
     def delete_subnet_postcommit(self, context: api.SubnetContext) -> None:
         """The reservations lost their address with the subnet; remove the ports."""
         subnet = context.current
@@ -120,7 +148,6 @@ class CentralMechanismDriver(api.MechanismDriver):
         for port in plugin.get_ports(admin, filters={"network_id": [subnet["network_id"]], "name": list(names)}):
             if not port.get("fixed_ips"):
                 plugin.delete_port(admin, port["id"])
-        state().tombstones.bury("subnet", subnet["id"], subnet["project_id"])
         state().registry.forget(subnet["id"], "subnet")  # the network's sync removes the copies
         self._sync_network(subnet["network_id"], subnet["project_id"], "subnet deleted")
 
@@ -138,8 +165,10 @@ class CentralMechanismDriver(api.MechanismDriver):
     def update_network_postcommit(self, context: api.NetworkContext) -> None:
         self._sync_network(context.current["id"], context.current["project_id"], "network updated")
 
+    def delete_network_precommit(self, context: api.NetworkContext) -> None:
+        _record_delete("network", context.current["id"], context.current["project_id"])
+
     def delete_network_postcommit(self, context: api.NetworkContext) -> None:
-        state().tombstones.bury("network", context.current["id"], context.current["project_id"])
         self._sync_network(context.current["id"], context.current["project_id"], "network deleted")
 
     # --- ports -------------------------------------------------------------------
@@ -165,9 +194,11 @@ class CentralMechanismDriver(api.MechanismDriver):
             self._sync_routers_of(context.plugin_context.elevated(), port, first_here)
         self._sync_members(port, before)  # queues nothing unless membership changed
 
+    def delete_port_precommit(self, context: api.PortContext) -> None:
+        _record_delete("port", context.current["id"], context.current["project_id"])
+
     def delete_port_postcommit(self, context: api.PortContext) -> None:
         port = context.current
-        state().tombstones.bury("port", port["id"], port["project_id"])
         state().registry.forget(port["id"], "port")
         # Also a user port that is not bound anywhere (a server's port Nova left
         # unbound, or one never booted): regions may still hold copies of it.
@@ -238,11 +269,14 @@ class CentralMechanismDriver(api.MechanismDriver):
     def _security_group_changed(self, resource, event, trigger, payload) -> None:
         group = payload.latest_state or (payload.states[0] if payload.states else {}) or {}
         project = group.get("project_id") or payload.context.project_id
-        if event == events.AFTER_DELETE:
-            group_id = group.get("id") or payload.resource_id
-            if group_id:
-                state().tombstones.bury("security_group", group_id, project)
         self._sync_security_groups(project, f"group {event}")
+
+    @staticmethod
+    def _security_group_deleting(resource, event, trigger, payload) -> None:
+        group = payload.latest_state or (payload.states[0] if payload.states else {}) or {}
+        group_id = group.get("id") or payload.resource_id
+        if group_id:
+            _record_delete("security_group", group_id, group.get("project_id") or payload.context.project_id)
 
     # --- routers -----------------------------------------------------------------
     def _router_changed(self, resource, event, trigger, payload) -> None:
@@ -251,9 +285,15 @@ class CentralMechanismDriver(api.MechanismDriver):
         if not router_id:
             return
         project = router.get("project_id") or router.get("tenant_id") or payload.context.project_id
-        if resource == resources.ROUTER and event == events.AFTER_DELETE:
-            state().tombstones.bury("router", router_id, project)
         self._sync_router(router_id, project, f"{resource} {event}")
+
+    @staticmethod
+    def _router_deleting(resource, event, trigger, payload) -> None:
+        # The L3 plugin's PRECOMMIT_DELETE carries its database row, not a dict.
+        router = payload.states[0] if payload.states else None
+        router_id = payload.resource_id or getattr(router, "id", None)
+        if router_id:
+            _record_delete("router", router_id, getattr(router, "project_id", None) or payload.context.project_id)
 
     def _floatingip_changed(self, resource, event, trigger, payload) -> None:
         """The floating IP's router before and after: one loses it, one gains it."""

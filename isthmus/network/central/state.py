@@ -18,11 +18,14 @@ from isthmus.jobs import JobStore
 from isthmus.network import config
 
 _CACHE_SECONDS = 5.0
+# A delete's tombstone is written inside central's transaction (precommit): a
+# locked SQLite file may hold that transaction this long per attempt, no more.
+_BUSY_TIMEOUT = 10.0
 
 
 class CentralState:
     def __init__(self, url: str) -> None:
-        engine = make_engine(url)
+        engine = make_engine(url, busy_timeout=_BUSY_TIMEOUT)
         require_current(engine, "neutron-server (isthmus central plugin)")
         self.registry = reg.Registry(engine)
         self.tombstones = reg.Tombstones(engine)

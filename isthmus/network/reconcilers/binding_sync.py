@@ -13,7 +13,8 @@ its neutron-server loses what was still queued. Per region, periodically:
   proof the port went with it: the port is deleted at central. A device Nova
   still has (or a port without a server) gets its copy back here, bound to the
   host central records, with central's UUID, MAC and IPs. Nova unreachable:
-  nothing is done. A port changed at central in the last ``GRACE``, or held
+  nothing is done. A port changed at central in the last
+  ``[isthmus] binding_sync_grace``, or held
   by another region, is left for later.
 * Deletes made here while central was down reach central through the local
   plugin's delete journal (written before the local delete), not from here.
@@ -42,7 +43,6 @@ from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
-GRACE = timedelta(minutes=2)
 PORTS = Counter("isthmus_binding_sync_ports", "Ports central records bound in a region that the region lacks, "
                 "by what binding_sync did: restored (copy made again), deleted (Nova: the server is gone), "
                 "braked (deletes refused: too many at once)", ("region", "action"))
@@ -92,7 +92,7 @@ def sync_bindings(services: Services, ctx: JobContext) -> None:
                 continue  # changed at central since our read: the next pass reads it again
             repaired += 1
     missing = [top for port_id, top in central.items()
-               if bound_region(top) == region and port_id not in present and _settled(top)]
+               if bound_region(top) == region and port_id not in present and _settled(top, services.binding_grace)]
     if missing:
         bound = sum(1 for top in central.values() if bound_region(top) == region)
         repaired += _settle_missing(services, region, missing, bound)
@@ -183,14 +183,14 @@ def host_agent(neutron: NeutronClient, host: str, cache: dict[str, dict | None] 
     return cache[host]
 
 
-def _settled(port: dict) -> bool:
+def _settled(port: dict, grace: timedelta) -> bool:
     stamp = port.get("updated_at")
     if not stamp:
         return False
     changed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     if changed.tzinfo is None:
         changed = changed.replace(tzinfo=UTC)
-    return datetime.now(UTC) - changed > GRACE
+    return datetime.now(UTC) - changed > grace
 
 
 def _held_elsewhere(services: Services, region: str, port: dict) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from oslo_config import cfg
 
@@ -39,6 +40,9 @@ OPTS = [
                       "region (or binding_sync_delete_floor, whichever is more) deletes none and fails its "
                       "job instead, naming them: a mass loss is a restore or the wrong Nova far more often "
                       "than a mass delete. 1.0 turns the brake off."),
+    cfg.FloatOpt("binding_sync_grace", default=120.0, min=0.0,
+                 help="Seconds binding_sync leaves a port changed at central alone when its region "
+                      "lacks it (a port moving between regions, a report in flight)."),
     cfg.IntOpt("binding_sync_delete_floor", default=3, min=0,
                help="Deletes a binding_sync pass may always make, however few ports the region has "
                     "(see binding_sync_delete_share)."),
@@ -77,6 +81,7 @@ class Services:
     cross_region_l2: str = "shadow"
     transit_cidrs: dict[int, str] = field(default_factory=lambda: {4: "100.64.0.0/24", 6: "fd00:6973:7468::/64"})
     delete_brake: DeleteBrake = field(default_factory=DeleteBrake)
+    binding_grace: timedelta = timedelta(minutes=2)
     _network_types: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
@@ -143,5 +148,6 @@ class LazyServices:
                     transit_cidrs={4: conf.isthmus.transit_cidr, 6: conf.isthmus.transit_cidr_v6},
                     delete_brake=DeleteBrake(conf.isthmus.binding_sync_delete_share,
                                              conf.isthmus.binding_sync_delete_floor),
+                    binding_grace=timedelta(seconds=conf.isthmus.binding_sync_grace),
                 )
             return self._services

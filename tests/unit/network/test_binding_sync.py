@@ -81,6 +81,7 @@ class Services:
         self.regions = regions
         self.novas = novas or {}
         self.delete_brake = brake or DeleteBrake(share=1.0)
+        self.binding_grace = timedelta(minutes=2)
         self.registry = self
 
     def neutron(self, region):

@@ -1,5 +1,11 @@
-"""Central mechanism driver: which project's security groups a rule event syncs."""
+"""Central mechanism driver: which project's security groups a rule event syncs,
+and every delete recorded before it commits (issue 25 hole 3)."""
 
+from types import SimpleNamespace
+
+import pytest
+import sqlalchemy as sa
+from neutron_lib import exceptions as n_exc
 from neutron_lib.callbacks import events, resources
 
 from isthmus.network import jobtypes
@@ -26,13 +32,25 @@ class _Jobs:
         self.queued.append((job_type, resource_id))
 
 
+class _Tombstones:
+    def __init__(self):
+        self.buried = []
+        self.down = False
+
+    def bury(self, resource_type, resource_id, project_id=None, attempts=8):
+        if self.down:
+            raise sa.exc.OperationalError("INSERT", {}, Exception("database is locked"))
+        self.buried.append((resource_type, resource_id, project_id))
+
+
 class _State:
     def __init__(self):
         self.jobs = _Jobs()
+        self.tombstones = _Tombstones()
 
 
-def _driver(monkeypatch):
-    state = _State()
+def _driver(monkeypatch, state=None):
+    state = state or _State()
     monkeypatch.setattr(mech_driver, "state", lambda: state)
     monkeypatch.setattr(mech_driver.directory, "get_plugin", lambda: _Plugin())
     return mech_driver.CentralMechanismDriver(), state.jobs.queued
@@ -52,3 +70,41 @@ def test_an_admin_adding_a_rule_syncs_the_group_owner_not_the_rule_project(monke
     payload = events.DBEventPayload(_Context(), resource_id="rule", states=(rule,))
     driver._security_group_rule_changed(resources.SECURITY_GROUP_RULE, events.AFTER_CREATE, None, payload)
     assert queued == [(jobtypes.SECURITY_GROUP_SYNC, "owner-project")]
+
+
+def _deletes(driver):
+    """Each delete as central's plugin announces it before its commit."""
+    context = SimpleNamespace(current={"id": "x1", "project_id": "p"})
+    router_row = SimpleNamespace(id="r1", project_id="p")  # the L3 plugin passes its DB row
+    return {
+        "port": lambda: driver.delete_port_precommit(context),
+        "network": lambda: driver.delete_network_precommit(context),
+        "subnet": lambda: driver.delete_subnet_precommit(context),
+        "security_group": lambda: driver._security_group_deleting(
+            resources.SECURITY_GROUP, events.PRECOMMIT_DELETE, None,
+            events.DBEventPayload(_Context(), resource_id="x1", states=({"id": "x1", "project_id": "p"},))),
+        "router": lambda: driver._router_deleting(
+            resources.ROUTER, events.PRECOMMIT_DELETE, None,
+            events.DBEventPayload(_Context(), resource_id="r1", states=(router_row,))),
+    }
+
+
+@pytest.mark.parametrize("resource", ["port", "network", "subnet", "security_group", "router"])
+def test_every_delete_is_recorded_before_it_commits(monkeypatch, resource):
+    state = _State()
+    driver, _ = _driver(monkeypatch, state)
+    _deletes(driver)[resource]()
+    assert state.tombstones.buried == [(resource, "r1" if resource == "router" else "x1", "p")]
+
+
+@pytest.mark.parametrize("resource", ["port", "network", "subnet", "security_group", "router"])
+def test_a_delete_whose_record_cannot_be_written_is_refused_with_a_503(monkeypatch, resource):
+    """Before: the tombstone was written after the commit; with the Isthmus DB
+    down then, the delete went through unrecorded and its copies stayed for ever."""
+    state = _State()
+    state.tombstones.down = True
+    driver, _ = _driver(monkeypatch, state)
+    with pytest.raises(mech_driver.DeleteNotRecorded) as refused:
+        _deletes(driver)[resource]()
+    assert isinstance(refused.value, n_exc.ServiceUnavailable)  # Neutron's fault map: 503
+    assert resource in str(refused.value) and "nothing was deleted" in str(refused.value)
