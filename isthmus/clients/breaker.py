@@ -5,7 +5,9 @@ no worker slot.
 
 After the cooldown the breaker is half-open: exactly one caller is let through
 as the trial, the others keep failing fast until its verdict (success closes
-the breaker, failure opens it for another cooldown). Without this, every caller
+the breaker, failure opens it for another cooldown). Only the trial's own
+caller (its thread) gives that verdict: a call admitted earlier that fails or
+is cancelled late must not end the trial and let a second one through. Without this, every caller
 waiting on a still-sick region would go through at once and each hang on it
 again. A trial that never reports (its caller was cancelled) is given up after
 ``trial_timeout``, so a lost verdict cannot keep the breaker open for ever.
@@ -38,6 +40,7 @@ class Breaker:
     _last_success: float = field(default=float("-inf"), init=False)
     _open_until: float = field(default=float("-inf"), init=False)
     _trial_since: float | None = field(default=None, init=False)
+    _trial_owner: int | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def admit(self) -> float:
@@ -52,7 +55,16 @@ class Breaker:
             if self._trial_since is not None and now - self._trial_since < self.trial_timeout:
                 return max(self.cooldown / 10, 0.001)  # a trial is under way: its verdict decides
             self._trial_since = now
+            self._trial_owner = threading.get_ident()
             return 0.0
+
+    def _is_trial(self) -> bool:
+        """Whether the calling thread is the trial (lock held)."""
+        return self._trial_since is not None and self._trial_owner == threading.get_ident()
+
+    def _end_trial(self) -> None:
+        self._trial_since = None
+        self._trial_owner = None
 
     def open_for(self) -> float:
         """Seconds left before calls are tried again (0: closed, or a trial may go)."""
@@ -83,23 +95,30 @@ class Breaker:
     def failed(self, since: float | None = None) -> None:
         """A call failed; ``since``: when it started (answers meanwhile mean busy, not sick)."""
         with self._lock:
-            if since is not None and self._last_success >= since and self._trial_since is None:
-                return
+            trial = self._is_trial()
+            if not trial:
+                if self._trial_since is not None:
+                    return  # a straggler admitted before the trial: the trial's verdict is newer
+                if since is not None and self._last_success >= since:
+                    return
             self._failures += 1
             # A failed trial re-opens at once; a closed breaker waits for the threshold.
-            if self._trial_since is not None or self._open_until != float("-inf") \
-                    or self._failures >= self.threshold:
+            if trial or self._open_until != float("-inf") or self._failures >= self.threshold:
                 self._open_until = self.clock() + self.cooldown
-            self._trial_since = None
+            if trial:
+                self._end_trial()
 
     def succeeded(self) -> None:
+        """Any answer closes it: the service is up (whoever's call it was)."""
         with self._lock:
             self._last_success = self.clock()
             self._failures = 0
             self._open_until = float("-inf")
-            self._trial_since = None
+            self._end_trial()
 
     def abandoned(self) -> None:
-        """The call ended without a verdict (cancelled): let the next caller be the trial."""
+        """The call ended without a verdict (cancelled): if it was the trial, the
+        next caller is; anyone else's cancellation changes nothing."""
         with self._lock:
-            self._trial_since = None
+            if self._is_trial():
+                self._end_trial()

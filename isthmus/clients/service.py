@@ -55,11 +55,14 @@ class ServiceClient:
         if wait:
             raise Unavailable(f"{self.region} {self.service} unreachable moments ago; "
                               f"not tried for another {wait:.0f}s")
+        started = self.breaker.now()
         try:
             resp = self.http.request(f"{self.prefix}{path}", method, json=body, params=params, raise_exc=False,
                                      timeout=self.timeout, headers=headers)
         except ks_exc.ClientException as err:  # refused, timeout, endpoint not in catalogue
-            self.breaker.failed()
+            # One slow call while others were answered is a busy service, not a
+            # sick one: it must not fail every caller for a cooldown.
+            self.breaker.failed(since=started)
             raise Unavailable(f"{self.region} {self.service} unreachable: {err}") from err
         except BaseException:
             self.breaker.abandoned()

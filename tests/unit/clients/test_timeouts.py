@@ -185,3 +185,63 @@ def test_a_call_that_timed_out_while_the_service_answered_others_is_busy_not_sic
     now[0] = 20.0
     breaker.failed(since=started)  # nothing answered since it began: hung
     assert breaker.admit() > 0
+
+
+def _in_thread(fn):
+    """Run ``fn`` in another thread (another caller) and return its result."""
+    import threading
+
+    result = []
+    worker = threading.Thread(target=lambda: result.append(fn()))
+    worker.start()
+    worker.join()
+    return result[0] if result else None
+
+
+def test_a_stragglers_failure_or_cancellation_does_not_end_the_trial():
+    """Issue 25 hole 7: a call admitted before the breaker opened ends late while
+    a trial is under way. Before: its failed() or abandoned() cleared the trial
+    and let a second trial go to the sick service."""
+    from isthmus.clients.breaker import Breaker
+
+    now = [0.0]
+    breaker = Breaker(cooldown=10, clock=lambda: now[0], trial_timeout=60)
+    breaker.failed()
+    now[0] = 10.5
+    assert breaker.admit() == 0  # this thread is the trial
+    _in_thread(breaker.abandoned)  # another caller's cancelled call
+    assert _in_thread(breaker.admit) > 0  # still one trial only
+    _in_thread(breaker.failed)  # another caller's late failure
+    assert _in_thread(breaker.admit) > 0
+    breaker.failed()  # the trial's own verdict re-opens it
+    assert breaker.admit() > 0 and breaker.state() == "open"
+
+
+def test_one_slow_call_among_answered_ones_does_not_fail_every_call():
+    """Issue 25 hole 7: threshold 1, one central call times out while others are
+    answered. Before: the client reported it without its start, and every
+    central call of that neutron-server failed fast for the cooldown."""
+    from keystoneauth1 import exceptions as ks_exc
+
+    from isthmus.clients.breaker import Breaker
+
+    now = [0.0]
+    slow = [True]
+
+    def answer(call):
+        if call.url.endswith("/slow") and slow[0]:
+            # While it waits, another caller is answered.
+            _in_thread(lambda: neutron.get("ports", "fast"))
+            now[0] += 10
+            raise ks_exc.ConnectTimeout("timed out")
+        now[0] += 0.1
+        return Response(200, {"port": {"id": "fast"}})
+
+    neutron = NeutronClient(as_adapter(FakeAdapter(answer)), "CentralRegion",
+                            breaker=Breaker(cooldown=10, clock=lambda: now[0]))
+    from isthmus.clients.neutron import Unavailable
+
+    with pytest.raises(Unavailable, match="unreachable"):
+        neutron.get("ports", "slow")
+    assert neutron.breaker.state() == "closed"
+    assert neutron.get("ports", "fast") == {"id": "fast"}
