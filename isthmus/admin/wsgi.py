@@ -56,13 +56,13 @@ def _config_files_from_env() -> list[str] | None:
 
 def build_app(conf: cfg.ConfigOpts, engine: Any = None, handlers: Any = None) -> Any:
     """The full pipeline for ``conf``. ``engine``/``handlers`` may be injected (tests)."""
-    from keystonemiddleware import auth_token
     from oslo_middleware import http_proxy_to_wsgi, request_id, sizelimit
 
     from isthmus import jobs, registry
     from isthmus.admin.app import AdminApi
     from isthmus.admin.metrics import MetricsMiddleware
     from isthmus.admin.policy import make_enforcer
+    from isthmus.clients.authtoken import auth_token_middleware
     from isthmus.db import make_engine
     from isthmus.db.migration import require_current
     from isthmus.jobs.loader import load_handlers
@@ -77,7 +77,7 @@ def build_app(conf: cfg.ConfigOpts, engine: Any = None, handlers: Any = None) ->
                                  use_entry_points=conf.jobs.load_entry_points, conf=conf)
     core = AdminApi(registry.Registry(engine), jobs.JobStore(engine), handlers, make_enforcer(conf),
                     max_limit=conf.pagination_max_limit)
-    app: Any = auth_token.AuthProtocol(core, {"oslo_config_config": conf, "delay_auth_decision": "true"})
+    app: Any = auth_token_middleware(core, conf, delay_auth_decision="true")
     app = sizelimit.RequestBodySizeLimiter(app, conf)
     app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
     app = request_id.RequestId(app)

@@ -23,6 +23,10 @@ LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _BEGIN_OPTION = "isthmus_sqlite_begin"
+# A database server that is black-holed (no answer, no reset) must cost a
+# bounded wait, never a hung worker: drivers wait for ever by default.
+CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 60  # longer than a lock wait the server itself would give up on (InnoDB: 50 s)
 _TRANSIENT_MYSQL = {1205, 1213}  # lock wait timeout, deadlock
 _TRANSIENT_PG = {"40001", "40P01"}  # serialization failure, deadlock
 
@@ -34,7 +38,25 @@ def make_engine(url: str, *, busy_timeout: float = 30.0, echo: bool = False) -> 
         return _sqlite_engine(url, busy_timeout, echo)
     # READ COMMITTED: every compare-and-set sees the latest committed row, and
     # InnoDB takes no gap locks, which avoids needless deadlocks on the queue.
-    return sa.create_engine(url, echo=echo, pool_pre_ping=True, isolation_level="READ COMMITTED")
+    return sa.create_engine(url, echo=echo, pool_pre_ping=True, isolation_level="READ COMMITTED",
+                            pool_timeout=CONNECT_TIMEOUT, connect_args=timeout_args(parsed))
+
+
+def timeout_args(url: sa.engine.URL) -> dict[str, Any]:
+    """The driver's connect arguments that bound every wait on the server (the
+    URL's own query parameters win: an operator may tune them)."""
+    driver = url.get_driver_name()
+    if driver == "pymysql":
+        bounds: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT,
+                                  "write_timeout": READ_TIMEOUT}
+    elif driver in ("psycopg2", "psycopg"):
+        # libpq has no read timeout: TCP keepalives find a dead peer, and
+        # tcp_user_timeout bounds data the server never acknowledges.
+        bounds = {"connect_timeout": CONNECT_TIMEOUT, "keepalives": 1, "keepalives_idle": 10,
+                  "keepalives_interval": 5, "keepalives_count": 3, "tcp_user_timeout": READ_TIMEOUT * 1000}
+    else:
+        return {}
+    return {k: v for k, v in bounds.items() if k not in url.query}
 
 
 def _sqlite_engine(url: str, busy_timeout: float, echo: bool) -> Engine:

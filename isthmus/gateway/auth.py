@@ -36,9 +36,9 @@ class Unauthorized(Exception):
 
 class KeystoneValidator:
     def __init__(self, conf) -> None:
-        from keystonemiddleware import auth_token
+        from isthmus.clients.authtoken import auth_token_middleware
 
-        self._middleware = auth_token.AuthProtocol(_capture, {"oslo_config_config": conf})
+        self._middleware = auth_token_middleware(_capture, conf)
         self._pool = BoundedPool(16, "gateway-token")  # never starved by slow work (pools.py)
 
     def validate_sync(self, headers: Mapping[str, str]) -> Identity:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from isthmus.render.ini import ServiceUser, keystone_authtoken, password_auth, service_client
+from isthmus.render.ini import ServiceUser, database, keystone_authtoken, password_auth, service_client
 
 Sections = dict[str, dict[str, Any]]
 
@@ -40,7 +40,7 @@ def nova_conf(values: NovaValues) -> Sections:
                     "default_availability_zone": values.availability_zone, "debug": values.debug},
         "api": {"auth_strategy": "keystone"},
         "api_database": {"connection": values.api_database_connection},
-        "database": {"connection": values.database_connection},
+        "database": database(values.database_connection),
         "keystone_authtoken": keystone_authtoken(user),
         # Nova passes the user's token plus its own to Neutron/Cinder (long operations
         # outlive the user's token otherwise).
@@ -76,7 +76,7 @@ def cinder_conf(values: CinderValues) -> Sections:
         "DEFAULT": {"transport_url": values.transport_url, "auth_strategy": "keystone",
                     "state_path": values.state_path, "storage_availability_zone": zone,
                     "default_availability_zone": zone, "debug": values.debug},
-        "database": {"connection": values.database_connection},
+        "database": database(values.database_connection),
         "keystone_authtoken": keystone_authtoken(user),
         "nova": {**service_client(_as(user, "nova")), "interface": values.nova_interface},
         "oslo_concurrency": {"lock_path": values.lock_path},

@@ -6,6 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
+
+from isthmus.clients.authtoken import KEYSTONE_TIMEOUT
+from isthmus.db.engine import timeout_args
+
 Sections = Mapping[str, Mapping[str, Any]]
 
 
@@ -78,9 +83,23 @@ def password_auth(user: ServiceUser) -> dict[str, Any]:
 def keystone_authtoken(user: ServiceUser) -> dict[str, Any]:
     """The ``[keystone_authtoken]`` section every API service carries."""
     return {"www_authenticate_uri": user.public_auth_url or user.auth_url, **password_auth(user),
-            "service_token_roles_required": True}
+            "service_token_roles_required": True,
+            # keystonemiddleware waits on Keystone for ever by default.
+            "http_connect_timeout": KEYSTONE_TIMEOUT}
 
 
 def service_client(user: ServiceUser) -> dict[str, Any]:
     """A client section (``[neutron]``, ``[placement]``, ...) that calls another service."""
     return {**password_auth(user), "valid_interfaces": "internal,public"}
+
+
+def database(connection: str) -> dict[str, Any]:
+    """A ``[database]`` section (oslo.db): for a MySQL/MariaDB or PostgreSQL server,
+    the driver timeouts Isthmus' own engines use (a black-holed server must cost a
+    bounded wait); ``connection_parameters`` joins them to the URL's query."""
+    section: dict[str, Any] = {"connection": connection}
+    url = sa.engine.make_url(connection)
+    bounds = timeout_args(url)
+    if bounds:
+        section["connection_parameters"] = "&".join(f"{k}={v}" for k, v in bounds.items())
+    return section

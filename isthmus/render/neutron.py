@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isthmus.render.ini import ServiceUser, keystone_authtoken, render, service_client
+from isthmus.render.ini import ServiceUser, database, keystone_authtoken, render, service_client
 
 CENTRAL = "central"  # the Isthmus central plugin: global networks, ports, IPAM
 LOCAL = "local"  # the Isthmus local plugin: one region, materialises central's objects
@@ -107,7 +107,7 @@ def neutron_conf(values: NeutronValues) -> dict[str, dict[str, Any]]:
             "state_path": values.state_path,
             "debug": values.debug,
         },
-        "database": {"connection": values.database_connection},
+        "database": database(values.database_connection),
         "keystone_authtoken": keystone_authtoken(values.service_user),
         "oslo_concurrency": {"lock_path": values.lock_path},
         "oslo_messaging_notifications": {"driver": "noop"},

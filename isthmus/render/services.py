@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from isthmus.render.ini import ServiceUser, keystone_authtoken, service_client
+from isthmus.render.ini import ServiceUser, database, keystone_authtoken, service_client
 
 Sections = dict[str, dict[str, Any]]
 
@@ -26,7 +26,7 @@ class KeystoneValues:
 def keystone_conf(values: KeystoneValues) -> Sections:
     sections: Sections = {
         "DEFAULT": {"debug": values.debug},
-        "database": {"connection": values.database_connection},
+        "database": database(values.database_connection),
         "token": {"provider": "fernet", "expiration": values.token_expiration},
         "fernet_tokens": {"key_repository": values.fernet_key_repository},
         "credential": {"key_repository": values.credential_key_repository},
