@@ -29,6 +29,10 @@ def keystone_conf(values: KeystoneValues) -> Sections:
         "database": database(values.database_connection),
         "token": {"provider": "fernet", "expiration": values.token_expiration},
         "fernet_tokens": {"key_repository": values.fernet_key_repository},
+        # Auth receipts (MFA) are fernet too, from their own option whose default
+        # is /etc/keystone/fernet-keys/: keystone-manage bootstrap exits when it is
+        # missing. The same keys, as keystone's docs suggest.
+        "fernet_receipts": {"key_repository": values.fernet_key_repository},
         "credential": {"key_repository": values.credential_key_repository},
         "identity": {"password_hash_rounds": values.password_hash_rounds},
     }
