@@ -6,6 +6,7 @@ services' start-up check touch migrations.
 """
 
 from isthmus.db.engine import (
+    database_now,
     is_transient,
     make_engine,
     read_tx,
@@ -14,4 +15,5 @@ from isthmus.db.engine import (
     write_tx,
 )
 
-__all__ = ["is_transient", "make_engine", "read_tx", "retry_transient", "skip_locked_supported", "write_tx"]
+__all__ = ["database_now", "is_transient", "make_engine", "read_tx", "retry_transient", "skip_locked_supported",
+           "write_tx"]

@@ -14,6 +14,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -140,3 +141,26 @@ def retry_transient(fn: Callable[[], T], *, attempts: int = 8, base_delay: float
             LOG.debug("transient database error, retry %d: %s", n, exc)
             time.sleep(base_delay * n * (1 + random.random()))
     raise AssertionError("unreachable")
+
+
+def database_now(engine: Engine) -> datetime:
+    """The database server's current time, timezone-aware UTC: the one clock
+    every worker of a shared database agrees on (theirs may drift apart).
+    SQLite is embedded: its clock is this host's, read without a query (a
+    query would begin a transaction, and SQLite's take the write lock)."""
+    dialect = engine.dialect.name
+    if dialect == "sqlite":
+        return datetime.now(UTC)
+    if dialect in ("mysql", "mariadb"):
+        query = "SELECT UTC_TIMESTAMP(6)"
+    elif dialect == "postgresql":
+        query = "SELECT clock_timestamp() AT TIME ZONE 'utc'"
+    else:
+        raise ValueError(f"no server clock known for {dialect}")
+    with engine.connect() as conn:
+        value = conn.exec_driver_sql(query).scalar()
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        raise TypeError(f"{dialect} answered {value!r} for its clock")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

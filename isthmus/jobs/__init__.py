@@ -11,7 +11,7 @@ See docs/jobs.md for the state machine and failure handling.
 
 from isthmus.db import make_engine
 from isthmus.jobs.backoff import RetryPolicy
-from isthmus.jobs.clock import Clock, ManualClock, SystemClock
+from isthmus.jobs.clock import Clock, DatabaseClock, ManualClock, SystemClock
 from isthmus.jobs.errors import (
     ConcurrentUpdate,
     InvalidJobRequest,
@@ -51,6 +51,7 @@ __all__ = [
     "LeaseLost",
     "LeaseWatch",
     "Leases",
+    "DatabaseClock",
     "ManualClock",
     "PermanentFailure",
     "ResourceRef",

@@ -28,6 +28,15 @@ jobs_opts: list[cfg.Opt] = [
         "leaves its jobs to others once this has passed.",
     ),
     cfg.FloatOpt(
+        "takeover_grace",
+        default=60.0,
+        min=0,
+        help="Seconds past a lease's expiry before another worker takes the job over. Its old "
+        "holder starts no call once the lease has expired, but one started just before may "
+        "still land: this must be at least the longest call a handler makes (the region and "
+        "database timeouts). Lease times are the database server's, so workers' clocks may differ.",
+    ),
+    cfg.FloatOpt(
         "run_deadline",
         default=300.0,
         min=0.1,

@@ -3,6 +3,12 @@
 A lease is (owner, token, expiry) on the job row. Every call after the claim
 is guarded by the token, so a worker whose lease expired and was taken over
 cannot overwrite the new runner's outcome: it gets :class:`LeaseLost`.
+
+Times come from the store's clock (the database server's, see clock.py). An
+expired lease is taken over only ``takeover_grace`` seconds after its expiry:
+its old holder stops before its next call once the lease has expired, but a
+call it started just before may still land; the grace (at least the longest
+call a handler makes) lets that call end first.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -40,13 +46,17 @@ class Claim:
 
 
 class Leases:
-    def __init__(self, engine: Engine, clock: Clock, owner: str, lease_seconds: float) -> None:
+    def __init__(self, engine: Engine, clock: Clock, owner: str, lease_seconds: float,
+                 takeover_grace: float = 0.0) -> None:
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be > 0")
+        if takeover_grace < 0:
+            raise ValueError("takeover_grace must be >= 0")
         self.engine = engine
         self.clock = clock
         self.owner = owner
         self.lease_seconds = lease_seconds
+        self.takeover_grace = timedelta(seconds=takeover_grace)
 
     # -- claim -----------------------------------------------------------------
 
@@ -64,7 +74,8 @@ class Leases:
         due = sa.and_(jobs.c.status == JobStatus.NEW.value, jobs.c.run_after <= db_now)
         orphaned = sa.and_(
             jobs.c.status == JobStatus.RUNNING.value,
-            sa.or_(jobs.c.lease_expires_at.is_(None), jobs.c.lease_expires_at < db_now),
+            sa.or_(jobs.c.lease_expires_at.is_(None),
+                   jobs.c.lease_expires_at < to_db(now - self.takeover_grace)),
         )
         return sa.select(jobs).where(jobs.c.job_type.in_(types), sa.or_(due, orphaned))
 

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from isthmus.db import read_tx, retry_transient, write_tx
 from isthmus.jobs import rows, transitions
-from isthmus.jobs.clock import Clock, SystemClock
+from isthmus.jobs.clock import Clock, DatabaseClock
 from isthmus.jobs.errors import ConcurrentUpdate, InvalidJobRequest, JobNotFound
 from isthmus.jobs.models import Job, JobFilter, JobRequest, JobStatus
 from isthmus.jobs.schema import jobs, row_to_job, to_db, values_to_db
@@ -26,7 +26,7 @@ MAX_PAGE = 1000
 class JobStore:
     def __init__(self, engine: Engine, clock: Clock | None = None) -> None:
         self.engine = engine
-        self.clock = clock or SystemClock()
+        self.clock = clock or DatabaseClock(engine)  # one clock for every host (clock.py)
 
     # -- create ---------------------------------------------------------------
 

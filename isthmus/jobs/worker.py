@@ -50,10 +50,13 @@ class WorkerSettings:
     resync: bool = True
     owner: str = field(default_factory=default_owner)
     run_deadline: float = DEFAULT_RUN_DEADLINE  # of job types that declare none
+    takeover_grace: float = 0.0  # past a lease's expiry before another worker takes the job
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if self.takeover_grace < 0:
+            raise ValueError("takeover_grace must be >= 0")
         if self.run_deadline <= 0:
             raise ValueError("run_deadline must be > 0")
 
@@ -82,7 +85,8 @@ class Worker:
         rand: Callable[[], float] | None = None,
     ) -> None:
         self.settings = settings or WorkerSettings()
-        self.leases = Leases(store.engine, store.clock, self.settings.owner, self.settings.lease_seconds)
+        self.leases = Leases(store.engine, store.clock, self.settings.owner, self.settings.lease_seconds,
+                             self.settings.takeover_grace)
         self.runner = Runner(
             self.leases, registry, policy or RetryPolicy(), rand, default_deadline=self.settings.run_deadline
         )
@@ -280,6 +284,7 @@ def settings_from_conf(conf: cfg.ConfigOpts) -> WorkerSettings:
         resync=conf.jobs.resync_enabled,
         owner=conf.jobs.worker_name or default_owner(),
         run_deadline=conf.jobs.run_deadline,
+        takeover_grace=conf.jobs.takeover_grace,
     )
 
 

@@ -84,11 +84,13 @@ class JobTuning:
     retry_base_delay: float | None = None
     retry_max_delay: float | None = None
     max_attempts: int | None = None
+    takeover_grace: float | None = None
 
 
-# The sandbox favours quick convergence: short leases and resyncs.
+# The sandbox favours quick convergence: short leases and resyncs. The takeover
+# grace is its worker's call timeout (XJobValues.timeout): no shorter is safe.
 SANDBOX_JOB_TUNING = JobTuning(workers=8, lease_seconds=20, poll_interval=0.5, retry_base_delay=1,
-                               retry_max_delay=15, max_attempts=20)
+                               retry_max_delay=15, max_attempts=20, takeover_grace=30)
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def xjob_conf(values: XJobValues) -> Sections:
         "database": {"connection": values.database_connection},
         "jobs": {"workers": jobs.workers, "lease_seconds": jobs.lease_seconds, "poll_interval": jobs.poll_interval,
                  "retry_base_delay": jobs.retry_base_delay, "retry_max_delay": jobs.retry_max_delay,
-                 "max_attempts": jobs.max_attempts},
+                 "max_attempts": jobs.max_attempts, "takeover_grace": jobs.takeover_grace},
         "isthmus": {"central_region": values.central_region, "resync_interval": values.resync_interval},
         "isthmus_service": {**service_client(values.service_user), "timeout": values.timeout},
         **({"metrics": {"port": values.metrics_port, "bind_host": values.metrics_bind_host}}

@@ -35,7 +35,7 @@ class WorkerProcesses:
         self.procs: list[subprocess.Popen] = []
 
     def start(self, name: str, *, lease: float = 30.0, workers: int = 3, grace: float = 5.0,
-              metrics_port: int = 0) -> subprocess.Popen:
+              metrics_port: int = 0, takeover_grace: float = 0.5) -> subprocess.Popen:
         conf = self.workdir / f"{name}.conf"
         conf.write_text(
             "[database]\n"
@@ -43,6 +43,7 @@ class WorkerProcesses:
             "[jobs]\n"
             f"workers = {workers}\n"
             f"lease_seconds = {lease}\n"
+            f"takeover_grace = {takeover_grace}\n"
             "poll_interval = 0.02\n"
             f"shutdown_grace = {grace}\n"
             "retry_jitter = 0\n"
