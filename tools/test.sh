@@ -7,9 +7,11 @@
 #   ./tools/test.sh component    local servers and processes but no OpenStack: the
 #                                kmock tier, MariaDB/PostgreSQL engines, Chromium,
 #                                job-worker processes
-#   ./tools/test.sh integration  one sandbox for the whole tier, started here on free
-#                                ports and stopped at the end; every test not marked
-#                                exclusive on two workers, then the exclusive ones
+#   ./tools/test.sh integration  one sandbox for the whole tier, started on free ports
+#                                when the run begins (it comes up while the earlier
+#                                tiers run) and stopped at the end; every test not
+#                                marked exclusive on three workers
+#                                (ISTHMUS_TEST_WORKERS), then the exclusive ones
 #                                alone (they stop, freeze or reconfigure services)
 #   ./tools/test.sh              all three in that order, stopping at the first
 #                                tier that fails (CI runs this)
@@ -51,19 +53,43 @@ tier_component() {
   pytest_run component --tier component -n 2 -q
 }
 
+# The integration tier's sandbox starts in the background as soon as the run
+# begins, so it comes up while the unit and component tiers run. It is stopped
+# on exit, whatever happened (after its start has finished: a sandbox stopped
+# half-way through its start would leave services behind).
+sandbox_state=""
+sandbox_starter=""
+start_sandbox() {
+  sandbox_state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-sandbox.XXXXXX") || return 1
+  trap stop_sandbox EXIT
+  echo "[test] starting the test sandbox in $sandbox_state (in the background)"
+  sandbox_started=$(date +%s)
+  ( "$PY" -m tests.sandboxes start "$sandbox_state" >"$sandbox_state.log" 2>&1
+    echo $? >"$sandbox_state.rc" ) &
+  sandbox_starter=$!
+}
+
+stop_sandbox() {
+  [ -n "$sandbox_state" ] || return 0
+  [ -z "$sandbox_starter" ] || wait "$sandbox_starter" 2>/dev/null || true
+  .venv/bin/isthmus sandbox down --state-dir "$sandbox_state" >/dev/null 2>&1 || true
+  rm -f "$sandbox_state.log" "$sandbox_state.rc"
+}
+
 tier_integration() {
-  local state
-  state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-sandbox.XXXXXX") || return 1
-  # shellcheck disable=SC2064 # the state dir is fixed now
-  trap ".venv/bin/isthmus sandbox down --state-dir '$state' >/dev/null 2>&1 || true" EXIT
-  echo "[test] starting the test sandbox in $state"
-  local started
-  started=$(date +%s)
-  "$PY" -m tests.sandboxes start "$state" >/dev/null || return 1
-  echo "[test] sandbox up in $(( $(date +%s) - started ))s"
-  export ISTHMUS_SANDBOX_DIR="$state"
+  [ -n "$sandbox_state" ] || start_sandbox || return 1
+  wait "$sandbox_starter" || true
+  sandbox_starter=""
+  if [ "$(cat "$sandbox_state.rc" 2>/dev/null)" != 0 ]; then
+    echo "[test] the test sandbox did not start:"
+    cat "$sandbox_state.log"
+    return 1
+  fi
+  echo "[test] sandbox up in $(( $(date +%s) - sandbox_started ))s (started with the run)"
+  export ISTHMUS_SANDBOX_DIR="$sandbox_state"
   local status=0
-  pytest_run integration --tier integration -n 2 --dist loadfile -m "not exclusive" || status=$?
+  pytest_run integration --tier integration -n "${ISTHMUS_TEST_WORKERS:-3}" --dist loadfile -m "not exclusive" \
+    || status=$?
   pytest_run integration-exclusive --tier integration -m exclusive || status=$?
   return "$status"
 }
@@ -77,7 +103,10 @@ for tier in "${tiers[@]}"; do
   esac
 done
 # The README's flow leaves the demo's sandbox up: say so first, and run beside it.
-[[ " ${tiers[*]} " != *" integration "* ]] || "$PY" -m tests.sandboxes others || true
+if [[ " ${tiers[*]} " == *" integration "* ]]; then
+  "$PY" -m tests.sandboxes others || true
+  start_sandbox
+fi
 times=()
 for tier in "${tiers[@]}"; do
   echo "[test] === $tier tier ==="
