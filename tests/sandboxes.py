@@ -92,13 +92,16 @@ def load_test_job_types(state_dir: Path) -> None:
 
 
 def write_xjob_tuning(state_dir: Path) -> None:
-    """The test tuning in the job worker's config directory, before it first starts."""
+    """The test tuning in the job worker's config directory (read at every start),
+    and one restart (``sandbox up`` wants an empty state directory: the file
+    cannot be there before)."""
     from isthmus.sandbox import xjob
     from isthmus.sandbox.layout import Layout
 
     path = xjob.config_dir(Layout(state_dir=state_dir)) / "50-test-tuning.conf"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(TEST_XJOB_TUNING)
+    isthmus("sandbox", "restart", "isthmus-xjob", "--state-dir", str(state_dir))
 
 
 def start_sandbox(state_dir: Path) -> Sandbox:
@@ -112,7 +115,6 @@ def start_sandbox(state_dir: Path) -> Sandbox:
     balancers). The Admin API tests' job types in its isthmus-admin, the test
     tuning in its isthmus-xjob (TEST_XJOB_TUNING)."""
     base = free_base_port(int(os.environ.get("ISTHMUS_TEST_BASE_PORT", "31000")), 2)
-    write_xjob_tuning(state_dir)
     dataplane = ["--dataplane"] if dataplane_possible() else []
     up = isthmus("sandbox", "up", "--state-dir", str(state_dir), "--base-port", str(base),
                  "--neutron-page-limit", str(TEST_PAGE_LIMIT), "--stock-neutron", "--octavia", *dataplane,
@@ -121,6 +123,7 @@ def start_sandbox(state_dir: Path) -> Sandbox:
         isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
         raise RuntimeError(f"sandbox up failed:\n{up.stdout}\n{up.stderr}")
     load_test_job_types(state_dir)
+    write_xjob_tuning(state_dir)
     return Sandbox(state_dir, base, ("RegionOne", "RegionTwo"))
 
 
