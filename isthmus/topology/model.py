@@ -108,12 +108,15 @@ class NetworkCopy:
     servers: list[PortView] = field(default_factory=list)
     shadows: list[PortView] = field(default_factory=list)
     missing_shadows: list[str] = field(default_factory=list)  # ids of ports bound elsewhere, unshadowed here
+    # Copies and shadows of ports central does not have: kept (no delete without
+    # central's tombstone), shown so an operator can see and decide.
+    orphans: list[str] = field(default_factory=list)
     unknown: bool = False  # the region could not be read
     raw: Raw = field(default_factory=dict)
 
     @property
     def drifted(self) -> bool:
-        return bool(self.drift or self.missing_shadows)
+        return bool(self.drift or self.missing_shadows or self.orphans)
 
 
 @dataclass
@@ -263,6 +266,7 @@ def build_copy(central_net: Raw, central_ports: Sequence[Raw], region: RegionSna
         drift=drift(central_net, copy, NETWORK_DRIFT_KEYS), servers=bound_here, shadows=shadows,
         missing_shadows=missing_shadows(central_net, central_ports, region.name, local_ports)
         if region.ports is not None else [],
+        orphans=orphans(central_ports, local_ports) if region.ports is not None else [],
         raw=copy)
 
 
@@ -288,6 +292,15 @@ def missing_shadows(central_net: Raw, central_ports: Sequence[Raw], region: str,
     held = {p["id"] for p in local_ports}
     return sorted(p["id"] for p in central_ports
                   if _is_user_port(p) and bound_region(p) not in (None, region) and p["id"] not in held)
+
+
+def orphans(central_ports: Sequence[Raw], local_ports: Sequence[Raw]) -> list[str]:
+    """Regional user ports and shadows whose central port is gone: either its
+    delete is still being carried over, or central lost it without a tombstone
+    (then nothing removes them: see docs/networking.md, "Deleted only on proof")."""
+    central = {p["id"] for p in central_ports}
+    return sorted(p["id"] for p in local_ports
+                  if p["id"] not in central and not (p.get("device_owner") or "").startswith("network:"))
 
 
 def build_router(central_router: Raw, regions: Sequence[RegionSnapshot]) -> RouterView:

@@ -81,6 +81,7 @@ def _port_label(port: PortView) -> str:
 def _drift_text(copy: NetworkCopy) -> str:
     parts = [f"{d.attribute}: {d.central!r} -> {d.region!r}" for d in copy.drift]
     parts += [f"no shadow of {port_id[:8]}" for port_id in copy.missing_shadows]
+    parts += [f"{port_id[:8]} gone at central" for port_id in copy.orphans]
     return "; ".join(parts)
 
 

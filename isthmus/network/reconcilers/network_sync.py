@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from prometheus_client import Counter
+
 from isthmus.clients import NeutronClient, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import plans
@@ -18,6 +20,8 @@ from isthmus.network.reconcilers.port_sync import apply
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
+UNPROVEN = Counter("isthmus_unproven_copies", "Regional copies and shadows of ports central has no port for and "
+                   "recorded no delete of, seen by network_sync (kept: no delete without proof)", ("region",))
 
 
 def sync_network(services: Services, ctx: JobContext) -> None:
@@ -86,7 +90,14 @@ def _converge(services: Services, neutron: NeutronClient, region: str, central: 
     # unless central deleted it. (The other order deletes ports being created.)
     regional_ports = neutron.list("ports", network_id=central["id"])
     central_ports = top.list("ports", network_id=central["id"])
-    deleted = services.tombstones.buried("port", plans.missing_at_central(central_ports, regional_ports))
+    missing = plans.missing_at_central(central_ports, regional_ports)
+    deleted = services.tombstones.buried("port", missing)
+    if missing - deleted:
+        # Kept (no proof of a delete), never silently: counted, logged, and shown
+        # by the topology ("gone at central").
+        UNPROVEN.labels(region).inc(len(missing - deleted))
+        LOG.warning("network %s in %s: central has no port %s and recorded no delete of it; copies kept",
+                    central["id"], region, ", ".join(sorted(missing - deleted)))
     plan = plans.plan_ports(region, central_ports, regional_ports, shadows, deleted)
     apply(services, neutron, region, plan, {p["id"]: p for p in central_ports}, regional_ports)
     stray = [s for s in neutron.list("subnets", network_id=central["id"]) if s["id"] not in central_subnets]

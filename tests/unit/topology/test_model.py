@@ -60,6 +60,17 @@ def test_missing_shadow_is_drift() -> None:
     assert band.drifted
 
 
+def test_a_copy_of_a_port_central_lacks_is_shown_as_an_orphan() -> None:
+    """Issue 25 hole 3: a copy central has no port for (and no tombstone) is kept,
+    never silently: the topology names it."""
+    snap = fx.snapshot()
+    snap.central.ports = [p for p in snap.central.ports or [] if p["id"] != fx.PORT2]
+    (band,) = model.build(snap).networks
+    assert band.copies["RegionTwo"].orphans == [fx.PORT2]  # the server's copy
+    assert band.copies["RegionOne"].orphans == [fx.PORT2]  # and its shadow
+    assert band.drifted
+
+
 def test_no_shadow_expected_without_local_members_or_on_vlan() -> None:
     central = fx.network()
     ports = [fx.port(fx.PORT1, "RegionOne", fx.VM1, "10.10.0.11", "fa:16:3e:00:00:11")]
