@@ -21,6 +21,8 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1.session import Session
 from oslo_config import cfg
 
+from isthmus import callguard
+from isthmus.clients.service import DEFAULT_TIMEOUT
 from isthmus.jobs import HandlerRegistry, JobContext, PermanentFailure, RetryLater
 
 if TYPE_CHECKING:
@@ -78,7 +80,9 @@ class Regions:
             raise PermanentFailure("gateway sync handlers need the worker configuration")
         with self._lock:
             if self._session is None:
-                self._session = load_session(self.conf, AUTH_GROUP)
+                # Bounded by default (keystoneauth's own is none): a hung region
+                # must cost a job one timeout, not a worker slot for ever.
+                self._session = load_session(self.conf, AUTH_GROUP, default_timeout=DEFAULT_TIMEOUT)
                 self._registry = Registry(make_engine(self.conf.database.connection))
 
     def session(self):
@@ -99,6 +103,7 @@ class Regions:
             headers["OpenStack-API-Version"] = f"{service} {version}"
         last = None
         for service_type in types:
+            callguard.check()  # the job runner's: a job whose lease or deadline is gone stops here
             try:
                 return self.session().request(
                     path, method, endpoint_filter={"service_type": service_type, "region_name": region,
@@ -106,7 +111,8 @@ class Regions:
                     headers=headers, raise_exc=False, **kw)
             except ks_exc.EndpointNotFound as err:
                 last = err
-            except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure) as err:
+            except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout,
+                    ks_exc.DiscoveryFailure) as err:
                 raise RetryLater(f"region {region} unreachable: {err}") from err
         raise RetryLater(f"region {region} has no {service} endpoint: {last}")
 

@@ -7,6 +7,8 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from isthmus.gateway import sync
 from isthmus.jobs import JobContext
 
@@ -160,3 +162,28 @@ def test_inline_volume_type_sync_finds_the_masters_type_by_name():
     regions.types["A"]["t1"] = {"id": "t1", "name": "gold", "is_public": True, "extra_specs": {}}
     sync.sync_volume_type(regions, ctx("gold", name="gold", only="B", inline=True))
     assert [t["name"] for t in regions.types["B"].values()] == ["gold"]
+
+
+def test_region_calls_stop_at_the_job_runners_guard():
+    """Issue 25 hole 5: the gateway's sync handlers went on calling regions after
+    their job's lease was lost (no call guard)."""
+    from isthmus import callguard
+    from isthmus.gateway.sync import Regions
+    from isthmus.jobs import Stopped
+
+    requests = []
+
+    class Session:
+        def request(self, *args, **kwargs):
+            requests.append(args)
+
+    regions = Regions.fixed(Session(), lambda: ["A"])
+
+    def stop():
+        raise Stopped("lease lost")
+
+    with callguard.installed(stop), pytest.raises(Stopped):
+        regions.call("GET", "A", "compute", "/flavors")
+    assert requests == []
+    regions.call("GET", "A", "compute", "/flavors")  # no guard: it goes
+    assert len(requests) == 1
