@@ -3,7 +3,7 @@
 One renderer (``isthmus.render``) writes the sandbox's files and the operator's
 Secrets. Here the real ``isthmus operator render`` renders a MultiRegionCloud for
 the sandbox's regions, and each rendered INI is compared, key by key, with the
-file the running sandbox's service reads. Only two kinds of difference are allowed,
+file the running sandbox's service reads. Only a few kinds of difference are allowed,
 each listed below with its reason: values that name the deployment (addresses,
 passwords, paths, where the database is), and keys only one side has because the
 sandbox runs every service in one process on a laptop. Anything else that differs
@@ -61,6 +61,12 @@ SANDBOX_ONLY = {
     ("DEFAULT", "quota_backups"), ("DEFAULT", "quota_backup_gigabytes"),
     ("coordination", "*"),  # a file lock on one machine
 }
+# Keys only the operator writes.
+OPERATOR_ONLY = {
+    # A database server's driver timeouts (isthmus.render.ini.database): the sandbox's
+    # Neutrons run on SQLite files, which have none.
+    ("database", "connection_parameters"),
+}
 # Keys whose value the sandbox sets differently on purpose (key present on both sides).
 SANDBOX_VALUE = {
     ("ml2", "mechanism_drivers"),  # the sandbox's binder stands in for Open vSwitch agents
@@ -114,7 +120,8 @@ def drift(sandbox_file: Path, rendered: str) -> list[str]:
             if not allowed(key, SANDBOX_ONLY):
                 problems.append(f"only the sandbox has [{key[0]}] {key[1]} = {ours[key]}")
         elif key not in ours:
-            problems.append(f"only the operator has [{key[0]}] {key[1]} = {theirs[key]}")
+            if not allowed(key, OPERATOR_ONLY):
+                problems.append(f"only the operator has [{key[0]}] {key[1]} = {theirs[key]}")
         elif ours[key] != theirs[key] and not (allowed(key, WHERE) or key[1] in WHERE_KEYS
                                                or allowed(key, SANDBOX_VALUE)):
             problems.append(f"[{key[0]}] {key[1]}: sandbox {ours[key]!r}, operator {theirs[key]!r}")
