@@ -431,7 +431,9 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 address = explicit[0]["ip_address"]
                 held = central.ports(network_id=attrs["network_id"], fixed_ips=f"ip_address={address}")
                 if held:
-                    if not copies.reusable_by(held[0], project_id):
+                    # A copy of this very port (its id is central's: only the plugin's own
+                    # copies carry an id) takes it; a user's create only its own free port.
+                    if held[0]["id"] != attrs.get("id") and not copies.reusable_by(held[0], project_id):
                         raise IpAddressAlreadyAllocated(ip=address, subnet_id=_subnet_of(held[0], address))
                     return held[0], False
             return central.create_port(copies.central_port_request(attrs, project_id)), True
