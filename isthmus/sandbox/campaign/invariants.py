@@ -42,9 +42,16 @@ def lost(snapshot: Snapshot, servers: dict[str, str], ports: set[str]) -> list[s
     return found
 
 
+def _has_members(ports: list[dict[str, Any]]) -> bool:
+    """The reconciler's rule (reconcilers/plans.py): a region with ports of its own on
+    a network (servers, router interfaces) holds a shadow of every port bound elsewhere."""
+    return any(_user_port(p) or (p.get("device_owner") or "").startswith("network:router_interface")
+               for p in ports)
+
+
 def bound_copies(snapshot: Snapshot, shadows: bool = True) -> list[str]:
     """Every central port bound in a region exists there with its MAC and IPs, and
-    every other region holding the network has exactly one shadow of it."""
+    every other region with members on the network has exactly one shadow of it."""
     found = []
     for port_id, top in sorted(snapshot.central_ports.items()):
         region = bound_region(top)
@@ -58,7 +65,7 @@ def bound_copies(snapshot: Snapshot, shadows: bool = True) -> list[str]:
         if not shadows:
             continue
         for other, ports in sorted(snapshot.regional_ports.items()):
-            if other == region or not ports:  # no port at all there: the network is not copied
+            if other == region or not _has_members(ports):
                 continue
             count = sum(1 for p in ports if p["id"] == port_id and p.get("device_owner") == SHADOW_OWNER)
             if count != 1:

@@ -58,9 +58,11 @@ def test_a_converged_snapshot_has_no_violations():
 
 def test_each_invariant_names_what_broke():
     bound = _port("p1", "RegionOne")
-    snap = _snapshot([bound, DHCP],
-                     [{**bound, "mac_address": "fa:16:3e:99:99:99"}, _port("gone", owner="compute:nova"), DHCP],
-                     [DHCP], {"RegionOne": {}, "RegionTwo": {}})
+    member = _port("p3", "RegionTwo", ip="10.66.0.9")
+    snap = _snapshot([bound, member, DHCP],
+                     [{**bound, "mac_address": "fa:16:3e:99:99:99"}, _port("gone", owner="compute:nova"), DHCP,
+                      {**member, "device_owner": "compute:shadow"}],
+                     [DHCP, member], {"RegionOne": {}, "RegionTwo": {}})
     snap.failed_jobs.append("network_sync n1: boom")
     found = invariants.check(snap, {"vm1": "RegionOne"}, {"p1", "p2"})
     assert "lost: server vm1 in RegionOne" in found and "lost: port p2 at central" in found
@@ -70,9 +72,10 @@ def test_each_invariant_names_what_broke():
     assert "job failed: network_sync n1: boom" in found
 
 
-def test_a_region_without_the_network_needs_no_shadow():
+def test_a_region_without_members_on_the_network_needs_no_shadow():
     bound = _port("p1", "RegionOne")
     assert invariants.bound_copies(_snapshot([bound], [dict(bound)], [])) == []
+    assert invariants.bound_copies(_snapshot([bound, DHCP], [dict(bound), DHCP], [DHCP])) == []
 
 
 def test_only_failures_outside_the_faulted_regions_count():
