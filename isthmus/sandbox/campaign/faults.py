@@ -97,8 +97,8 @@ def region_cut_off(layout: Layout, region: str) -> Fault:
         subprocess.run(["nft", "-f", "-"], input=script, text=True, check=True, capture_output=True, timeout=30)
 
     def inject() -> None:
-        nft(f"table inet {NFT_TABLE} {{ chain out {{ type filter hook output priority 0; "
-            f"ip daddr 127.0.0.1 tcp dport {{ {', '.join(map(str, ports))} }} drop; }} }}")
+        nft(f"table inet {NFT_TABLE} {{\n chain out {{\n  type filter hook output priority 0;\n"
+            f"  ip daddr 127.0.0.1 tcp dport {{ {', '.join(map(str, ports))} }} drop\n }}\n}}\n")
 
     def lift() -> None:
         with contextlib.suppress(subprocess.CalledProcessError):

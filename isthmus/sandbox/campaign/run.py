@@ -192,11 +192,16 @@ class Campaign:
             for name in cycle:
                 fault = build(self.layout, name, backup)
                 self.say(f"inject {fault.name}")
-                fault.inject()
+                try:
+                    fault.inject()
+                except Exception as err:  # noqa: BLE001 - the campaign goes on; the report says it
+                    lift_errors.append(f"{fault.name}: could not inject: {err}")
+                    self.say(f"could not inject {fault.name}: {err}")
+                    continue
                 injected.append(fault)
             time.sleep(self.settings.hold)
         finally:
-            lift_errors = fault_kinds.lift_all_safely(injected)
+            lift_errors += fault_kinds.lift_all_safely(injected)
             lifted = time.monotonic()
             try:
                 fault_kinds.wait_healthy(self.layout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -177,7 +177,7 @@ def test_region_calls_stop_at_the_job_runners_guard():
         def request(self, *args, **kwargs):
             requests.append(args)
 
-    regions = Regions.fixed(Session(), lambda: ["A"])
+    regions = Regions.fixed(cast(Any, Session()), lambda: ["A"])
 
     def stop():
         raise Stopped("lease lost")
