@@ -215,6 +215,7 @@ class Campaign:
 
     def converge(self, net: Any, lifted: float) -> tuple[float | None, list[str]]:
         deadline = lifted + self.settings.converge_timeout
+        next_word = lifted + 30
         violations: list[str] = []
         while True:
             try:
@@ -227,6 +228,9 @@ class Campaign:
                 return round(time.monotonic() - lifted, 1), []
             if time.monotonic() > deadline:
                 return None, violations
+            if time.monotonic() >= next_word:  # a long wait says what it waits for
+                self.say(f"  waiting: {len(violations)} invariants broken, e.g. {violations[0]}")
+                next_word = time.monotonic() + 30
             time.sleep(self.settings.check_every)
 
     def snapshot(self, net: Any) -> invariants.Snapshot:
