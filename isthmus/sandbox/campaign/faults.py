@@ -51,10 +51,13 @@ def _quiet_restart(layout: Layout, service: str) -> None:
 
 
 def _region_of(service: str) -> str:
+    """The region a service's outage takes away: its own; every region for the ones
+    all regions share (the gateway fronts them all; MariaDB holds every Nova and
+    Cinder database); none for the worker and the Admin API."""
     for suffix in ("RegionOne", "RegionTwo", "RegionThree", CENTRAL):
         if service.endswith(suffix):
             return suffix
-    return "*" if service in ("isthmus-gateway",) else ""
+    return "*" if service in ("isthmus-gateway", "mariadb") else ""
 
 
 def kill(layout: Layout, service: str) -> Fault:
