@@ -183,6 +183,8 @@ def starter(layout: Layout, name: str):
         admin_api.NAME: _serve(lambda: admin_api.start(layout)),
         "isthmus-xjob": lambda: xjob.start(layout),
     }
+    if not layout.db_url:  # the sandbox's own MariaDB (an operator's --db-url is not ours to start)
+        starters["mariadb"] = lambda: database.start_private(layout)
     if layout.compute:
         starters["isthmus-gateway"] = _serve(lambda: gateway.start(layout))
     stock = (STOCK_NEUTRON,) if layout.stock_neutron else ()
