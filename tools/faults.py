@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -28,6 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 # Services this tool restarts import the tests' job types (the test sandbox loads them).
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     campaign.add_argument("--report", type=Path, help="write the JSON report here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # SIGTERM ends the campaign as Ctrl-C does: the fault under way is lifted and
+    # the campaign's network removed (their finally blocks run).
+    signal.signal(signal.SIGTERM, _interrupt)
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     unknown = sorted(set(kinds) - set(run.KINDS))
     if unknown:
