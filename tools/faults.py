@@ -84,9 +84,12 @@ def campaign_main(state_dir: Path, settings, report_path: Path | None) -> int:
             connections[key] = openstack.connection.Connection(config=config.get_one(cloud=cloud, region_name=region))
         return connections[key]
 
-    outcomes = run.Campaign(layout, settings, connect, sys.stdout).run()
-    data = run.report(outcomes, settings)
+    campaign = run.Campaign(layout, settings, connect, sys.stdout)
+    outcomes = campaign.run()
+    data = run.report(outcomes, settings, campaign.ledger)
     run.print_table(data["summary"], sys.stdout)
+    for region, load in data["load"].items():
+        print(f"load in {region}: {load['requests']} requests, {load['failed']} failed (during faults there or not)")
     print(f"violations: {data['violations']}; requests failed in unfaulted regions: {data['failed_elsewhere']}")
     if report_path:
         run.write_report(report_path, data)

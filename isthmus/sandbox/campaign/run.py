@@ -286,10 +286,17 @@ def summary(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     return table
 
 
-def report(outcomes: list[Outcome], settings: Settings) -> dict[str, Any]:
-    return {"settings": asdict(settings), "cycles": [asdict(o) for o in outcomes], "summary": summary(outcomes),
+def report(outcomes: list[Outcome], settings: Settings, ledger: Ledger | None = None) -> dict[str, Any]:
+    data = {"settings": asdict(settings), "cycles": [asdict(o) for o in outcomes], "summary": summary(outcomes),
             "violations": sum(len(o.violations) for o in outcomes),
             "failed_elsewhere": sum(len(o.unfaulted_failures) for o in outcomes)}
+    if ledger is not None:  # how much user work the faults met
+        with ledger.lock:
+            requests = list(ledger.requests)
+        data["load"] = {region: {"requests": sum(1 for r in requests if r.region == region),
+                                 "failed": sum(1 for r in requests if r.region == region and not r.ok)}
+                        for region in sorted({r.region for r in requests})}
+    return data
 
 
 def print_table(table: list[dict[str, Any]], out: TextIO) -> None:
