@@ -96,3 +96,13 @@ def test_the_summary_has_a_row_per_kind():
     assert rows["kill"]["count"] == 2 and rows["kill"]["converge_max"] == 30.0
     assert rows["mariadb"]["not_converged"] == 1 and rows["mariadb"]["violations"] == 1
     assert rows["freeze"]["failed_elsewhere"] == 1
+
+
+def test_every_service_a_campaign_kills_can_be_started_again(tmp_path):
+    """A fault's lift restarts what it killed: each must have a starter (MariaDB had none)."""
+    from isthmus.sandbox import plan
+
+    layout = Layout(state_dir=tmp_path / "s")
+    for name in fault_names(layout, ("kill",)) + ["kill:mariadb"]:
+        service = name.split(":", 1)[1]
+        assert callable(plan.starter(layout, service)), service
