@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.network import bound_region
+from isthmus.network.reconcilers.plans import ROUTER_INTERFACE_OWNER, is_compute
 
 SHADOW_OWNER = "compute:shadow"
 
@@ -43,9 +44,10 @@ def lost(snapshot: Snapshot, servers: dict[str, str], ports: set[str]) -> list[s
 
 
 def _has_members(ports: list[dict[str, Any]]) -> bool:
-    """The reconciler's rule (reconcilers/plans.py): a region with ports of its own on
-    a network (servers, router interfaces) holds a shadow of every port bound elsewhere."""
-    return any(_user_port(p) or (p.get("device_owner") or "").startswith("network:router_interface")
+    """The reconciler's rule (reconcilers/plans.py, ``local_members``): a region with
+    servers or router interfaces *bound* on a network holds a shadow of every port
+    bound elsewhere (an unbound copy needs none)."""
+    return any((is_compute(p) or p.get("device_owner") == ROUTER_INTERFACE_OWNER) and p.get("binding:host_id")
                for p in ports)
 
 

@@ -76,6 +76,8 @@ def test_a_region_without_members_on_the_network_needs_no_shadow():
     bound = _port("p1", "RegionOne")
     assert invariants.bound_copies(_snapshot([bound], [dict(bound)], [])) == []
     assert invariants.bound_copies(_snapshot([bound, DHCP], [dict(bound), DHCP], [DHCP])) == []
+    unbound_copy = _port("p9", owner="")  # a central port copied there, bound nowhere: no member
+    assert invariants.bound_copies(_snapshot([bound, unbound_copy], [dict(bound)], [unbound_copy])) == []
 
 
 def test_only_failures_outside_the_faulted_regions_count():
