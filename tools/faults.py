@@ -85,7 +85,11 @@ def campaign_main(state_dir: Path, settings, report_path: Path | None) -> int:
         return connections[key]
 
     campaign = run.Campaign(layout, settings, connect, sys.stdout)
-    outcomes = campaign.run()
+    try:
+        outcomes = campaign.run()
+    except KeyboardInterrupt:
+        outcomes = campaign.outcomes
+        print(f"interrupted after {len(outcomes)} cycles (the fault under way was lifted)")
     data = run.report(outcomes, settings, campaign.ledger)
     run.print_table(data["summary"], sys.stdout)
     for region, load in data["load"].items():

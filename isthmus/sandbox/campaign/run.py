@@ -119,6 +119,7 @@ class Campaign:
         self.out = out
         self.started = datetime.now(UTC)
         self.ledger = Ledger()
+        self.outcomes: list[Outcome] = []  # so far (an interrupted campaign still reports them)
 
     def say(self, text: str) -> None:
         print(f"[faults {time.strftime('%H:%M:%S')}] {text}", file=self.out, flush=True)
@@ -161,7 +162,7 @@ class Campaign:
         names = fault_names(self.layout, self.settings.kinds)
         cycles = cycles if cycles is not None else plan(names, self.settings)
         self.say(f"{len(cycles)} cycles over {len(names)} faults (seed {self.settings.seed})")
-        outcomes: list[Outcome] = []
+        outcomes = self.outcomes
         ends = time.monotonic() + self.settings.minutes * 60
         with self.network() as (net, group), tempfile.TemporaryDirectory() as scratch:
             load = Load(lambda region: self.connect(region, "isthmus-demo"), self.layout.regions, net, group,
