@@ -7,7 +7,8 @@ After the cooldown the breaker is half-open: exactly one caller is let through
 as the trial, the others keep failing fast until its verdict (success closes
 the breaker, failure opens it for another cooldown). Only the trial's own
 caller (its thread) gives that verdict: a call admitted earlier that fails or
-is cancelled late must not end the trial and let a second one through. Without this, every caller
+is cancelled late must not end the trial and let a second one through. Without
+this, every caller
 waiting on a still-sick region would go through at once and each hang on it
 again. A trial that never reports (its caller was cancelled) is given up after
 ``trial_timeout``, so a lost verdict cannot keep the breaker open for ever.

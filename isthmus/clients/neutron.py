@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import builtins
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import requests
 
-from isthmus.clients.service import DEFAULT_TIMEOUT, Body, Rejected, ServiceClient, Unavailable
+from isthmus.clients.service import DEFAULT_TIMEOUT, Body, Rejected, ServiceClient, Unavailable, member_path
 
 __all__ = ["DEFAULT_TIMEOUT", "Body", "NeutronClient", "Rejected", "Unavailable"]
 
@@ -69,7 +69,7 @@ class NeutronClient(ServiceClient):
         return body
 
     def get(self, collection: str, obj_id: str) -> Body | None:
-        member = _member(collection, obj_id)
+        member = member_path(collection, obj_id)
         body = self.call("GET", member) if member else None
         # A body without the object (a list, a version document) means the URL
         # reached something else: no object has that id.
@@ -134,7 +134,7 @@ class NeutronClient(ServiceClient):
         (Neutron answers 412, raised as Rejected, when it changed meanwhile)."""
         key = singular(collection)
         headers = {"If-Match": f"revision_number={if_revision}"} if if_revision is not None else None
-        member = _member(collection, obj_id)
+        member = member_path(collection, obj_id)
         if member is None:
             return None
         body = self.call("PUT", member, {key: changes}, headers=headers)
@@ -145,7 +145,7 @@ class NeutronClient(ServiceClient):
         """A member action (``PUT <collection>/<id>/<action>``) with its body as
         given (an address group's ``add_addresses`` takes ``{"addresses": [...]}``,
         not wrapped); the updated object, None for a 404."""
-        member = _member(collection, obj_id)
+        member = member_path(collection, obj_id)
         if member is None:
             return None
         body = self.call("PUT", f"{member}/{action}", request)
@@ -154,22 +154,11 @@ class NeutronClient(ServiceClient):
 
     def delete(self, collection: str, obj_id: str) -> bool:
         """True if deleted, False if it was already gone."""
-        member = _member(collection, obj_id)
+        member = member_path(collection, obj_id)
         return member is not None and self.call("DELETE", member) is not None
 
 
 MAX_PAGES = 10_000  # bounds a list whose server keeps inventing markers
-
-
-def _member(collection: str, obj_id: Any) -> str | None:
-    """``collection/<id>`` with the id percent-encoded whole (an id holding ``?``
-    or ``#`` must not name another URL); None for an id no object can have and a
-    URL cannot carry: "", "." and ".." resolve to the collection or above it, and
-    a server decodes ``%2F`` back into a path separator."""
-    text = str(obj_id) if obj_id is not None else ""
-    if text in ("", ".", "..") or "/" in text:
-        return None
-    return f"{collection}/{quote(text.encode('utf-8', 'surrogatepass'), safe='')}"
 
 
 def _next_link(links: Any) -> str | None:

@@ -6,7 +6,7 @@ only on proof"); anything short of Nova's own "not found" is no answer.
 
 from __future__ import annotations
 
-from isthmus.clients.service import ServiceClient, Unavailable
+from isthmus.clients.service import ServiceClient, Unavailable, member_path
 
 
 class NovaClient(ServiceClient):
@@ -16,9 +16,10 @@ class NovaClient(ServiceClient):
         """True only on Nova's 404 naming the server (``itemNotFound``); False
         while Nova has it (a soft-deleted server too: it can be restored).
         :class:`Unavailable` for anything else (down, 5xx, a 404 of the URL)."""
-        if not server_id or "/" in server_id or server_id in (".", ".."):
+        path = member_path("servers", server_id)
+        if path is None:
             raise ValueError(f"not a server id: {server_id!r}")
-        resp = self._send("GET", f"servers/{server_id}")
+        resp = self._send("GET", path)
         if resp.status_code == 404:
             try:
                 body = resp.json()

@@ -6,6 +6,7 @@ job runner's: stop once the job must stop)."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import requests
 from keystoneauth1 import adapter as ks_adapter
@@ -69,3 +70,14 @@ class ServiceClient:
             raise
         self.breaker.succeeded()
         return resp
+
+
+def member_path(collection: str, obj_id: Any) -> str | None:
+    """``collection/<id>`` with the id percent-encoded whole (an id holding ``?``
+    or ``#`` must not name another URL); None for an id no object can have and a
+    URL cannot carry: "", "." and ".." resolve to the collection or above it, and
+    a server decodes ``%2F`` back into a path separator."""
+    text = str(obj_id) if obj_id is not None else ""
+    if text in ("", ".", "..") or "/" in text:
+        return None
+    return f"{collection}/{quote(text.encode('utf-8', 'surrogatepass'), safe='')}"

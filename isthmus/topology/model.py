@@ -297,7 +297,9 @@ def missing_shadows(central_net: Raw, central_ports: Sequence[Raw], region: str,
 def orphans(central_ports: Sequence[Raw], local_ports: Sequence[Raw]) -> list[str]:
     """Regional user ports and shadows whose central port is gone: either its
     delete is still being carried over, or central lost it without a tombstone
-    (then nothing removes them: see docs/networking.md, "Deleted only on proof")."""
+    (then nothing removes them: see docs/networking.md, "Deleted only on proof").
+    The reconcilers' ``plans.missing_at_central`` rule, restated: importing it would
+    load the whole reconciler package (and the database layer) into the topology."""
     central = {p["id"] for p in central_ports}
     return sorted(p["id"] for p in local_ports
                   if p["id"] not in central and not (p.get("device_owner") or "").startswith("network:"))

@@ -140,7 +140,7 @@ def _settle_missing(services: Services, region: str, missing: list[dict], bound:
 def _device_gone(services: Services, region: str, port: dict) -> bool | None:
     """Nova's word on a port's server: True gone, False there, None no answer.
     A port without a server has nothing to be deleted with: False."""
-    if not (port.get("device_owner") or "").startswith("compute:") or not port.get("device_id"):
+    if not plans.is_compute(port) or not port.get("device_id"):
         return False
     try:
         return services.nova(region).server_gone(port["device_id"])

@@ -92,12 +92,13 @@ def _converge(services: Services, neutron: NeutronClient, region: str, central: 
     central_ports = top.list("ports", network_id=central["id"])
     missing = plans.missing_at_central(central_ports, regional_ports)
     deleted = services.tombstones.buried("port", missing)
-    if missing - deleted:
+    unproven = missing - deleted
+    if unproven:
         # Kept (no proof of a delete), never silently: counted, logged, and shown
         # by the topology ("gone at central").
-        UNPROVEN.labels(region).inc(len(missing - deleted))
+        UNPROVEN.labels(region).inc(len(unproven))
         LOG.warning("network %s in %s: central has no port %s and recorded no delete of it; copies kept",
-                    central["id"], region, ", ".join(sorted(missing - deleted)))
+                    central["id"], region, ", ".join(sorted(unproven)))
     plan = plans.plan_ports(region, central_ports, regional_ports, shadows, deleted)
     apply(services, neutron, region, plan, {p["id"]: p for p in central_ports}, regional_ports)
     stray = [s for s in neutron.list("subnets", network_id=central["id"]) if s["id"] not in central_subnets]

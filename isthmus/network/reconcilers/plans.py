@@ -82,6 +82,13 @@ class PortPlan:
     create_shadows: list[dict[str, Any]] = field(default_factory=list)
 
 
+def has_local_members(regional_ports: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a region has servers or router interfaces bound on a network: then it
+    needs a shadow of every port of that network bound elsewhere."""
+    return any((is_compute(p) or p.get("device_owner") == ROUTER_INTERFACE_OWNER) and p.get("binding:host_id")
+               for p in regional_ports)
+
+
 def missing_at_central(central_ports: list[dict[str, Any]], regional_ports: list[dict[str, Any]]) -> set[str]:
     """Regional user ports and shadows whose central port is not in central's list:
     the ids to check against the tombstones before anything is deleted."""
@@ -105,8 +112,7 @@ def plan_ports(region: str, central_ports: list[dict[str, Any]], regional_ports:
     # A bound router interface needs the network's remote ports as much as a
     # server does: a router half's transit port reaches the other halves, and a
     # half delivers to servers of its subnets in other regions.
-    local_members = any((is_compute(p) or p.get("device_owner") == ROUTER_INTERFACE_OWNER)
-                        and p["id"] not in plan.delete and p.get("binding:host_id") for p in regional_ports)
+    local_members = has_local_members(p for p in regional_ports if p["id"] not in plan.delete)
     for port in central_ports:
         kept = [c for c in regional_by_id.get(port["id"], []) if c["id"] not in plan.delete]
         plan.create_shadows += plan_port(region, port, kept, shadows=shadows, local_members=local_members,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.network import bound_region
-from isthmus.network.reconcilers.plans import ROUTER_INTERFACE_OWNER, is_compute
+from isthmus.network.reconcilers.plans import has_local_members, missing_at_central
 
 SHADOW_OWNER = "compute:shadow"
 
@@ -43,14 +43,6 @@ def lost(snapshot: Snapshot, servers: dict[str, str], ports: set[str]) -> list[s
     return found
 
 
-def _has_members(ports: list[dict[str, Any]]) -> bool:
-    """The reconciler's rule (reconcilers/plans.py, ``local_members``): a region with
-    servers or router interfaces *bound* on a network holds a shadow of every port
-    bound elsewhere (an unbound copy needs none)."""
-    return any((is_compute(p) or p.get("device_owner") == ROUTER_INTERFACE_OWNER) and p.get("binding:host_id")
-               for p in ports)
-
-
 def bound_copies(snapshot: Snapshot, shadows: bool = True) -> list[str]:
     """Every central port bound in a region exists there with its MAC and IPs, and
     every other region with members on the network has exactly one shadow of it."""
@@ -67,7 +59,7 @@ def bound_copies(snapshot: Snapshot, shadows: bool = True) -> list[str]:
         if not shadows:
             continue
         for other, ports in sorted(snapshot.regional_ports.items()):
-            if other == region or not _has_members(ports):
+            if other == region or not has_local_members(ports):
                 continue
             count = sum(1 for p in ports if p["id"] == port_id and p.get("device_owner") == SHADOW_OWNER)
             if count != 1:
@@ -77,9 +69,13 @@ def bound_copies(snapshot: Snapshot, shadows: bool = True) -> list[str]:
 
 def outlived(snapshot: Snapshot) -> list[str]:
     """Regional copies and shadows of ports central no longer has."""
-    return [f"stale: {p['id']} ({p.get('device_owner') or 'port'}) in {region}, gone at central"
-            for region, ports in sorted(snapshot.regional_ports.items()) for p in ports
-            if p["id"] not in snapshot.central_ports and not (p.get("device_owner") or "").startswith("network:")]
+    central = list(snapshot.central_ports.values())
+    found = []
+    for region, ports in sorted(snapshot.regional_ports.items()):
+        gone = missing_at_central(central, ports)
+        found += [f"stale: {p['id']} ({p.get('device_owner') or 'port'}) in {region}, gone at central"
+                  for p in ports if p["id"] in gone]
+    return found
 
 
 def jobs(snapshot: Snapshot) -> list[str]:

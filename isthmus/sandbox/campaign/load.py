@@ -140,22 +140,24 @@ class Load:
         with self.ledger.lock:
             self.ledger.ports.add(port.id)
 
-    def update_port(self) -> None:
+    def _pick_port(self) -> str | None:
+        """One of the user's live ports, seeded (None: there is none)."""
         with self.ledger.lock:
             choices = sorted(self.ledger.ports)
-        if not choices:
+        return self.random.choice(choices) if choices else None
+
+    def update_port(self) -> None:
+        port_id = self._pick_port()
+        if port_id is None:
             return
-        port_id = self.random.choice(choices)
         conn = self.connect(CENTRAL)
         self._call(CENTRAL, "update_port", lambda: conn.network.update_port(
             port_id, description=f"load {self.random.randrange(10**6)}"))
 
     def delete_port(self) -> None:
-        with self.ledger.lock:
-            choices = sorted(self.ledger.ports)
-        if not choices:
+        port_id = self._pick_port()
+        if port_id is None:
             return
-        port_id = self.random.choice(choices)
         conn = self.connect(CENTRAL)
         with self.ledger.lock:
             self.ledger.ports.discard(port_id)
