@@ -115,14 +115,20 @@ def test_a_bind_central_missed_is_reported_and_an_unbind_too():
     assert reports["p2"]["binding:host_id"] == "" and central.deletes == []
 
 
+def _counted(action: str) -> float:
+    return PORTS.labels("RegionOne", action)._value.get()
+
+
 def test_a_port_the_region_lacks_goes_at_central_only_on_novas_word():
     central = Neutron([port("p1", "RegionOne", "h1", device="vm1"),
                        port("p2", "RegionOne", "h1", updated=just_now(), device="vm2"),
                        port("p3", "RegionOne", "h1", device="vm3")])
     two = Neutron([port("p3", host="h2")])  # p3 moved to RegionTwo, its report lost too
+    before = _counted("deleted")
     run(Services(central, {"RegionOne": Region(central=central), "RegionTwo": two}, {"RegionOne": Nova()}))
     # p1: gone here, its server gone; p2: changed at central moments ago; p3: held elsewhere
     assert central.deletes == ["p1"]
+    assert _counted("deleted") - before == 1
 
 
 def test_a_region_restored_from_a_backup_gets_its_copies_back_bound_and_central_loses_nothing():
@@ -131,9 +137,11 @@ def test_a_region_restored_from_a_backup_gets_its_copies_back_bound_and_central_
     central = Neutron([port("p1", "RegionOne", "h1", device="vm1"), port("p2", "RegionOne", "h2", device="vm2"),
                        port("p3", "RegionOne", "h1", device="")])  # p3: bound, no server
     one = Region(central=central)
+    before = _counted("restored")
     run(Services(central, {"RegionOne": one}, {"RegionOne": Nova({"vm1", "vm2"})}))
     assert central.deletes == []
     assert sorted(p["id"] for p in one.ports) == ["p1", "p2", "p3"]
+    assert _counted("restored") - before == 3
     assert {(port_id, body["binding:host_id"]) for port_id, body in one.updates} == {
         ("p1", "h1"), ("p2", "h2"), ("p3", "h1")}
 
@@ -147,15 +155,18 @@ def test_nova_down_is_no_proof_either_way():
 
 def test_the_brake_deletes_none_of_a_mass_loss_and_names_them():
     bound = [port(f"p{i}", "RegionOne", "h1", device=f"vm{i}") for i in range(10)]
-    central = Neutron(bound)
-    before = PORTS.labels("RegionOne", "braked")._value.get()
-    services = Services(central, {"RegionOne": Region(central=central)}, {"RegionOne": Nova()},
+    kept = port("pk", "RegionOne", "h1", device="vm-kept")  # its server is there: copied back all the same
+    central = Neutron([*bound, kept])
+    one = Region(central=central)
+    before = _counted("braked")
+    services = Services(central, {"RegionOne": one}, {"RegionOne": Nova({"vm-kept"})},
                         DeleteBrake(share=0.1, floor=3))
-    with pytest.raises(PermanentFailure, match="10 of the 10 ports bound there") as failure:
+    with pytest.raises(PermanentFailure, match="10 of the 11 ports bound there") as failure:
         run(services)
     assert "p7" in str(failure.value) and "binding_sync_delete_share" in str(failure.value)
     assert central.deletes == []
-    assert PORTS.labels("RegionOne", "braked")._value.get() - before == 10
+    assert _counted("braked") - before == 10
+    assert [p["id"] for p in one.ports] == ["pk"]  # the pass's restores still happen
 
 
 @pytest.mark.parametrize(("deletes", "bound", "allowed"), [
