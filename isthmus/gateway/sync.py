@@ -4,8 +4,10 @@ entry point). Level-triggered and idempotent: each run reads the object in the
 master and makes every region match, creating, replacing or deleting as needed.
 
 Configuration (the worker's): ``[isthmus_service]`` keystoneauth options of a
-service user with the admin role, ``[database] connection`` (the registry).
-The master region travels in each job's payload, so worker and gateway agree.
+service user with the admin role, ``[database] connection`` (the registry),
+``[gateway_sync]`` (resync.py). The master region travels in each job's payload,
+so worker and gateway agree; the periodic resync (resync.py) runs only where the
+worker is told the master too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from oslo_config import cfg
 
 from isthmus import callguard
 from isthmus.clients.service import DEFAULT_TIMEOUT
-from isthmus.jobs import HandlerRegistry, JobContext, PermanentFailure, RetryLater
+from isthmus.gateway import resync
+from isthmus.jobs import HandlerRegistry, JobContext, PermanentFailure, ResourceRef, Resync, RetryLater
 
 if TYPE_CHECKING:
     from isthmus.registry import Registry
@@ -42,10 +45,16 @@ FLAVOR_FIELDS = ("name", "ram", "vcpus", "disk", "OS-FLV-EXT-DATA:ephemeral", "s
                  "os-flavor-access:is_public")
 
 
+class NoEndpoint(RetryLater):
+    """The region's catalogue has no endpoint of the service (yet: retried)."""
+
+
 class RegionAccess(Protocol):
-    """What the handlers use: the region names and one call to a region's API."""
+    """What the handlers use: the region names, the configured master and one call to a region's API."""
 
     def regions(self) -> list[str]: ...
+
+    def master(self) -> str | None: ...
 
     def call(self, method: str, region: str, service: str, path: str, version: str | None = None,
              **kw: Any) -> Any: ...
@@ -96,6 +105,20 @@ class Regions:
         assert self._registry is not None  # built above
         return [p.region_name for p in self._registry.regional_pods()]
 
+    def master(self) -> str | None:
+        """The configured master region (``[gateway_sync] master_region``), if any."""
+        return self.conf.gateway_sync.master_region if self.conf is not None else None
+
+    def identity(self, path: str) -> Any:
+        """GET on Keystone's v3 API (the resync lists users and projects)."""
+        callguard.check()
+        try:
+            return self.session().request(path, "GET", endpoint_filter={
+                "service_type": "identity", "interface": "public", "version": (3, 0)}, raise_exc=False)
+        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout,
+                ks_exc.DiscoveryFailure) as err:
+            raise RetryLater(f"Keystone unreachable: {err}") from err
+
     def call(self, method: str, region: str, service: str, path: str, version: str | None = None, **kw):
         types = VOLUME_TYPES if service == "volume" else (service,)
         headers = kw.pop("headers", {})
@@ -114,7 +137,7 @@ class Regions:
             except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout,
                     ks_exc.DiscoveryFailure) as err:
                 raise RetryLater(f"region {region} unreachable: {err}") from err
-        raise RetryLater(f"region {region} has no {service} endpoint: {last}")
+        raise NoEndpoint(f"region {region} has no {service} endpoint: {last}")
 
 
 def _ok(resp, *accepted: int):
@@ -126,10 +149,8 @@ def _ok(resp, *accepted: int):
 
 
 def _targets(regions: RegionAccess, ctx: JobContext) -> tuple[str, list[str]]:
-    master = ctx.payload.get("master")
     regions_now = regions.regions()
-    if not master:
-        master = regions_now[0]
+    master = ctx.payload.get("master") or regions.master() or regions_now[0]
     only = ctx.payload.get("only")
     return master, [r for r in regions_now if r != master and (not only or r == only)]
 
@@ -151,6 +172,8 @@ def sync_flavor(regions: RegionAccess, ctx: JobContext) -> None:
             access = [a["tenant_id"] for a in _ok(regions.call(
                 "GET", master, "compute", f"/flavors/{fid}/os-flavor-access"), 200).json()["flavor_access"]]
     inline = bool(ctx.payload.get("inline"))  # before a user's create: only ever add what is missing
+    if flavor is None and ctx.payload.get("resync"):
+        return  # absent from a list is no proof of a delete (resync.py)
     for region in others:
         cur = _ok(regions.call("GET", region, "compute", f"/flavors/{fid}"), 200, 404)
         current = cur.json()["flavor"] if cur.status_code == 200 else None
@@ -190,6 +213,8 @@ def sync_keypair(regions: RegionAccess, ctx: JobContext) -> None:
     path = f"/os-keypairs/{name}?user_id={user}"
     got = _ok(regions.call("GET", master, "compute", path, version="2.10"), 200, 404)
     key = got.json()["keypair"] if got.status_code == 200 else None
+    if key is None and ctx.payload.get("resync"):
+        return  # absent from a list is no proof of a delete (resync.py)
     for region in others:
         cur = _ok(regions.call("GET", region, "compute", path, version="2.10"), 200, 404)
         current = cur.json()["keypair"] if cur.status_code == 200 else None
@@ -210,8 +235,16 @@ def sync_quota(regions: RegionAccess, ctx: JobContext) -> None:
     limits = _ok(regions.call("GET", master, service, f"/os-quota-sets/{project}"), 200).json()["quota_set"]
     limits = {k: v for k, v in limits.items() if k != "id" and isinstance(v, int)}
     for region in others:
-        _ok(regions.call("PUT", region, service, f"/os-quota-sets/{project}",
-                         json={"quota_set": limits}), 200)
+        try:
+            held = _ok(regions.call("GET", region, service, f"/os-quota-sets/{project}"), 200).json()["quota_set"]
+        except NoEndpoint:
+            if ctx.payload.get("resync"):
+                continue  # a region without Cinder has no volume limits to keep
+            raise
+        changed = {k: v for k, v in limits.items() if held.get(k) != v}
+        if changed:  # write only what differs: a resync of an unchanged project costs reads only
+            _ok(regions.call("PUT", region, service, f"/os-quota-sets/{project}",
+                             json={"quota_set": changed}), 200)
 
 
 def sync_user_quota(regions: RegionAccess, ctx: JobContext) -> None:
@@ -245,8 +278,8 @@ def _master_volume_type(regions: RegionAccess, master: str, wanted: str) -> dict
 def sync_volume_type(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     vtype = _master_volume_type(regions, master, ctx.resource_id)
-    if vtype is None and ctx.payload.get("inline"):
-        return  # a create's inline check never deletes: the master simply has no such type
+    if vtype is None and (ctx.payload.get("inline") or ctx.payload.get("resync")):
+        return  # an inline check or a resync never deletes: the master simply has no such type
     name = vtype["name"] if vtype else ctx.payload.get("name")
     if not name:
         raise PermanentFailure("volume type gone from the master and no name in the payload")
@@ -275,5 +308,39 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
     handlers: tuple[tuple[str, Callable[[RegionAccess, JobContext], None]], ...] = (
         (FLAVOR_SYNC, sync_flavor), (KEYPAIR_SYNC, sync_keypair), (QUOTA_SYNC, sync_quota),
         (VOLUME_TYPE_SYNC, sync_volume_type), (USER_QUOTA_SYNC, sync_user_quota))
+    resyncs = _resyncs(regions, conf)
     for job_type, handler in handlers:
-        registry.register(job_type, functools.partial(handler, regions))
+        registry.register(job_type, functools.partial(handler, regions), resync=resyncs.get(job_type))
+
+
+def _resyncs(regions: Regions, conf: cfg.ConfigOpts | None) -> dict[str, Resync]:
+    """The periodic resyncs (resync.py), where the worker knows the master region."""
+    if conf is None:
+        return {}
+    resync.register_opts(conf)
+    interval = conf.gateway_sync.resync_interval
+    master = conf.gateway_sync.master_region
+    if not master or interval <= 0:
+        return {}
+
+    def compute(path: str, version: str | None = None) -> Any:
+        return regions.call("GET", master, "compute", path, version=version)
+
+    def volume(path: str, version: str | None = None) -> Any:
+        return regions.call("GET", master, "volume", path, version=version)
+
+    def quota_refs() -> Iterable[ResourceRef]:
+        services: tuple[str, ...] = ("compute", "volume")
+        try:
+            volume("/types?limit=1")
+        except NoEndpoint:
+            services = ("compute",)  # no Cinder at the master: no volume limits to spread
+        return resync.quotas(regions.identity, master, services)
+
+    listers: dict[str, Callable[[], Iterable[ResourceRef]]] = {
+        FLAVOR_SYNC: lambda: resync.flavors(compute, master),
+        VOLUME_TYPE_SYNC: lambda: resync.volume_types(volume, master),
+        KEYPAIR_SYNC: lambda: resync.keypairs(compute, regions.identity, master),
+        QUOTA_SYNC: quota_refs,
+    }
+    return {job_type: Resync(interval, lister) for job_type, lister in listers.items()}

@@ -53,9 +53,12 @@ class ResyncScheduler:
         now = self.clock.now()
         nxt = to_db(now + timedelta(seconds=interval))
         with write_tx(self.engine) as conn:
+            # Due, or scheduled further out than one interval: the interval was
+            # shortened (a restart with new configuration applies it at once).
+            due = sa.or_(schedules.c.next_run_at <= to_db(now), schedules.c.next_run_at > nxt)
             stmt = (
                 sa.update(schedules)
-                .where(schedules.c.name == name, schedules.c.next_run_at <= to_db(now))
+                .where(schedules.c.name == name, due)
                 .values(next_run_at=nxt, last_owner=self.owner)
             )
             if conn.execute(stmt).rowcount == 1:

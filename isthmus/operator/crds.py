@@ -184,7 +184,10 @@ def central_network_section() -> Schema:
         "database": DATABASE,
         "adminAPI": obj({"replicas": replicas(),
                          "port": integer("Admin API port.", default=ADMIN_API_PORT, minimum=1)}, default={}),
-        "xjob": obj({"replicas": replicas()}, default={}),
+        "xjob": obj({"replicas": replicas(),
+                     "gatewayMasterRegion": string(
+                         "The API gateway's master region: the job workers resync its global objects "
+                         "from there (set by the umbrella when it deploys a gateway).")}, default={}),
     }, default={})
 
 

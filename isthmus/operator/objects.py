@@ -336,13 +336,16 @@ def cloud_children(mrc: Obj) -> list[Obj]:
         if not region_spec["neutron"].get("networkAttachments") and spec.get("defaultNetworkAttachments"):
             region_spec["neutron"]["networkAttachments"] = list(spec["defaultNetworkAttachments"])
         children.append(_child(mrc, "Region", region_spec, region["name"]))
+    gateway_master = spec["apiGateway"].get("masterRegion") or region_names[0]
     if spec["centralNetwork"]["enabled"]:
         section = {k: v for k, v in spec["centralNetwork"].items() if k != "enabled"}
+        if spec["apiGateway"]["enabled"]:
+            section["xjob"] = {**section.get("xjob", {}), "gatewayMasterRegion": gateway_master}
         children.append(_child(mrc, "CentralNetwork", {**common, **refs, **section}))
     if spec["apiGateway"]["enabled"]:
         section = {k: v for k, v in spec["apiGateway"].items() if k != "enabled"}
         selected = section.get("regionSelector") or region_names
-        section.setdefault("masterRegion", region_names[0])
+        section["masterRegion"] = gateway_master
         azs = {region["name"]: region.get("availabilityZone") or f"az{i + 1}"
                for i, region in enumerate(spec["regions"])}
         section["azMapping"] = {**{name: azs[name] for name in selected if name in azs}, **section.get("azMapping", {})}
@@ -612,8 +615,9 @@ def central_objects(cnet: Obj, creds: Credentials, keystone: Endpoints,
     a_config = secret(cnet, f"{name}-admin-api-config", "isthmus-admin", {"admin-api.conf": ini.render(
         services.admin_api_conf(services.AdminAPIValues("0.0.0.0", admin_port, isthmus_db, isthmus_user)))}, central)
     x_config = secret(cnet, f"{name}-xjob-config", "isthmus-xjob", {"xjob.conf": ini.render(ini.prune(
-        services.xjob_conf(services.XJobValues(isthmus_db, central, isthmus_user, metrics_port=XJOB_METRICS_PORT,
-                                               metrics_bind_host="0.0.0.0")))), }, central)
+        services.xjob_conf(services.XJobValues(
+            isthmus_db, central, isthmus_user, metrics_port=XJOB_METRICS_PORT, metrics_bind_host="0.0.0.0",
+            gateway_master_region=(spec.get("xjob") or {}).get("gatewayMasterRegion"))))), }, central)
     conf_dir = "/etc/neutron/conf"
     n_pod = Pod("neutron", image(spec, "neutron"), [], config_secret=f"{name}-neutron-config", config_dir=conf_dir,
                 env=(("OS_NEUTRON_CONFIG_DIR", conf_dir), ("OS_NEUTRON_CONFIG_FILES", "neutron.conf;ml2_conf.ini")))

@@ -105,6 +105,8 @@ class XJobValues:
     # Prometheus /metrics of the worker (it has no other HTTP server); None: off.
     metrics_port: int | None = None
     metrics_bind_host: str = "127.0.0.1"
+    # The gateway's master region: turns on the periodic resync of its global objects.
+    gateway_master_region: str | None = None
 
 
 def xjob_conf(values: XJobValues) -> Sections:
@@ -119,6 +121,8 @@ def xjob_conf(values: XJobValues) -> Sections:
         "isthmus_service": {**service_client(values.service_user), "timeout": values.timeout},
         **({"metrics": {"port": values.metrics_port, "bind_host": values.metrics_bind_host}}
            if values.metrics_port is not None else {}),
+        **({"gateway_sync": {"master_region": values.gateway_master_region}}
+           if values.gateway_master_region else {}),
     }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from isthmus.render.ini import ServiceUser
 from isthmus.render.services import SANDBOX_JOB_TUNING, XJobValues, xjob_conf
-from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox import gateway, ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
 
@@ -19,7 +19,7 @@ def values(layout: Layout) -> XJobValues:
     return XJobValues(database_connection=layout.isthmus_db_url, central_region=CENTRAL_REGION,
                       service_user=ServiceUser(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION),
                       jobs=SANDBOX_JOB_TUNING, resync_interval=30, timeout=30,
-                      metrics_port=layout.xjob_metrics_port)
+                      metrics_port=layout.xjob_metrics_port, gateway_master_region=gateway.master_region(layout))
 
 
 def write_config(layout: Layout) -> Path:

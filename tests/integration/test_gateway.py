@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.integration.helpers import sandbox_layout
+from tests.integration.helpers import eventually, sandbox_cli, sandbox_layout
 from tests.sandboxes import BIN
 
 pytestmark = pytest.mark.integration
@@ -582,3 +582,36 @@ def test_a_private_image_of_another_project_is_never_copied_for_a_user(gw):
         assert bad.status_code == 400 and "imageRef" in bad.json()["badRequest"]["message"]
     finally:
         master_glance.delete_image(image.id, ignore_missing=True)
+
+
+@pytest.mark.exclusive
+def test_global_objects_made_around_the_gateway_are_resynced(gw):
+    """Issue 25 hole 5: a flavor and extra spec written at the master's own Nova (not
+    through the gateway: no write event) reach the other regions by the periodic
+    resync; a flavor only another region holds is never deleted by it."""
+    from isthmus.sandbox import xjob
+    from isthmus.sandbox.gateway import master_region
+
+    master = master_region(gw.layout)
+    region, _ = _other_region(gw)
+    at_master = gw.sandbox.connect(master, cloud="isthmus-admin")
+    there = gw.sandbox.connect(region, cloud="isthmus-admin")
+    fid, local_fid = f"gw-resync-{uuid.uuid4().hex[:8]}", f"gw-local-{uuid.uuid4().hex[:8]}"
+    at_master.compute.create_flavor(name=fid, ram=64, vcpus=1, disk=1, id=fid)
+    at_master.compute.create_flavor_extra_specs(fid, {"isthmus:test": "resynced"})
+    there.compute.create_flavor(name=local_fid, ram=64, vcpus=1, disk=1, id=local_fid)
+    override = xjob.config_dir(gw.layout) / "60-test-gateway-resync.conf"
+    override.write_text("[gateway_sync]\nresync_interval = 5\n")
+    try:
+        sandbox_cli(gw.sandbox, "sandbox", "restart", "isthmus-xjob")
+        eventually(lambda: there.compute.find_flavor(fid, ignore_missing=True), what=f"flavor {fid} in {region}")
+        eventually(lambda: there.compute.fetch_flavor_extra_specs(fid).extra_specs.get("isthmus:test") == "resynced",
+                   what="its extra spec")
+        time.sleep(6)  # one more resync tick
+        assert there.compute.find_flavor(local_fid, ignore_missing=True) is not None
+    finally:
+        override.unlink()
+        sandbox_cli(gw.sandbox, "sandbox", "restart", "isthmus-xjob")
+        for conn in (at_master, there):
+            for flavor in (fid, local_fid):
+                conn.compute.delete_flavor(flavor, ignore_missing=True)

@@ -30,10 +30,14 @@ class FakeRegions:
         self.flavors: dict[str, dict[str, Any]] = {n: {} for n in names}
         self.keys: dict[str, dict[str, Any]] = {n: {} for n in names}
         self.types: dict[str, dict[str, Any]] = {n: {} for n in names}
+        self.quotas: dict[str, dict[str, int]] = {n: {} for n in names}
         self.calls = []
 
     def regions(self):
         return list(self.names)
+
+    def master(self):
+        return None
 
     def call(self, method, region, service, path, version=None, json=None, **_):
         self.calls.append((method, region, path))
@@ -72,6 +76,11 @@ class FakeRegions:
         if path == "/os-keypairs":
             ks[json["keypair"]["name"]] = dict(json["keypair"])
             return Resp(200, {"keypair": json["keypair"]})
+        if m := re.fullmatch(r"/os-quota-sets/([^/]+)", path):
+            if method == "GET":
+                return Resp(200, {"quota_set": {"id": m.group(1), **self.quotas[region]}})
+            self.quotas[region].update(json["quota_set"])
+            return Resp(200, {"quota_set": self.quotas[region]})
         if path == "/types" and method == "GET":
             return Resp(200, {"volume_types": list(ts.values())})
         if path == "/types" and method == "POST":
@@ -187,3 +196,89 @@ def test_region_calls_stop_at_the_job_runners_guard():
     assert requests == []
     regions.call("GET", "A", "compute", "/flavors")  # no guard: it goes
     assert len(requests) == 1
+
+
+def test_a_resync_never_deletes_what_the_master_lacks():
+    """A resync enqueues what the master's list held; an object gone by the time its
+    job runs is no proof of a delete (only the gateway's delete event is)."""
+    regions = FakeRegions(["A", "B"])
+    regions.flavors["B"]["f1"] = {"flavor": dict(FLAVOR), "specs": {}, "access": set()}
+    regions.keys["B"]["k"] = {"name": "k", "public_key": "ssh-ed25519 AAA", "type": "ssh"}
+    regions.types["B"]["t1"] = {"id": "t1", "name": "gold", "is_public": True, "extra_specs": {}}
+    sync.sync_flavor(regions, ctx("f1", resync=True))
+    sync.sync_keypair(regions, ctx("u1/k", resync=True))
+    sync.sync_volume_type(regions, ctx("t1", name="gold", resync=True))
+    assert "f1" in regions.flavors["B"] and "k" in regions.keys["B"] and "t1" in regions.types["B"]
+    assert not [c for c in regions.calls if c[0] != "GET"]
+
+
+def test_a_resync_repairs_drift_made_around_the_gateway():
+    regions = FakeRegions(["A", "B"])
+    regions.flavors["A"]["f1"] = {"flavor": dict(FLAVOR), "specs": {"k": "v"}, "access": set()}
+    regions.flavors["B"]["f1"] = {"flavor": dict(FLAVOR), "specs": {"k": "changed in B"}, "access": set()}
+    sync.sync_flavor(regions, ctx("f1", resync=True))
+    assert regions.flavors["B"]["f1"]["specs"] == {"k": "v"}
+
+
+def test_quota_sync_writes_only_what_differs():
+    regions = FakeRegions(["A", "B"])
+    regions.quotas["A"] = {"instances": 5, "cores": 10}
+    regions.quotas["B"] = {"instances": 5, "cores": 20}
+    sync.sync_quota(regions, ctx("p1"))
+    assert regions.quotas["B"] == {"instances": 5, "cores": 10}
+    assert ("PUT", "B", "/os-quota-sets/p1") in regions.calls
+    before = len(regions.calls)
+    sync.sync_quota(regions, ctx("p1", resync=True))  # nothing differs: reads only
+    assert [c[0] for c in regions.calls[before:]] == ["GET", "GET"]
+
+
+def test_resync_listers_page_to_the_end(monkeypatch):
+    from isthmus.gateway import resync
+
+    monkeypatch.setattr(resync, "PAGE", 2)
+    flavors = [{"id": f"f{i}"} for i in range(5)]
+    asked = []
+
+    def compute(path, version=None):
+        asked.append(path)
+        marker = path.partition("marker=")[2]
+        start = next((i + 1 for i, f in enumerate(flavors) if f["id"] == marker), 0)
+        return Resp(200, {"flavors": flavors[start:start + 2]})
+
+    refs = list(resync.flavors(compute, "A"))
+    assert [r.resource_id for r in refs] == [f["id"] for f in flavors]
+    assert all(r.payload == {"master": "A", "resync": True} for r in refs)
+    assert len(asked) == 3
+
+    users = Resp(200, {"users": [{"id": "u1"}, {"id": "u2"}]})
+    keys = {"u1": [{"keypair": {"name": "a"}}], "u2": []}
+
+    def nova(path, version=None):
+        assert version == "2.35"
+        return Resp(200, {"keypairs": keys[path.split("user_id=")[1].split("&")[0]]})
+
+    assert [r.resource_id for r in resync.keypairs(nova, lambda path: users, "A")] == ["u1/a"]
+    projects = Resp(200, {"projects": [{"id": "p1"}]})
+    assert [(r.resource_id, r.payload.get("service")) for r in resync.quotas(
+        lambda path: projects, "A", ("compute", "volume"))] == [("p1", None), ("volume/p1", "volume")]
+    with pytest.raises(RuntimeError, match="403"):
+        list(resync.flavors(lambda path, version=None: Resp(403), "A"))
+
+
+def test_the_resync_runs_only_where_the_worker_knows_the_master(tmp_path):
+    from oslo_config import cfg
+
+    from isthmus.jobs import HandlerRegistry
+
+    def registered(*args: str) -> set[str]:
+        conf = cfg.ConfigOpts()
+        conf([*args], default_config_files=[])
+        registry = HandlerRegistry()
+        sync.register_handlers(registry, conf)
+        return {spec.job_type for spec in registry.resyncs()}
+
+    assert registered() == set()  # a guessed master could copy one region over the others
+    conf_file = tmp_path / "xjob.conf"
+    conf_file.write_text("[gateway_sync]\nmaster_region = RegionOne\n")
+    assert registered("--config-file", str(conf_file)) == {
+        sync.FLAVOR_SYNC, sync.KEYPAIR_SYNC, sync.QUOTA_SYNC, sync.VOLUME_TYPE_SYNC}

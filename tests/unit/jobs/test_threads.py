@@ -204,6 +204,24 @@ def test_periodic_resync_reenqueues_once_per_interval(store: JobStore, clock: Ma
     assert sorted(runs) == ["net-1"] * 3 + ["net-2"] * 3 + ["net-3"]
 
 
+def test_a_shortened_resync_interval_applies_at_once(store: JobStore, clock: ManualClock) -> None:
+    """A worker restarted with a shorter interval does not wait out the longer one
+    a previous worker scheduled."""
+    def scheduler(interval: float) -> ResyncScheduler:
+        registry = HandlerRegistry()
+        registry.register("sync", lambda ctx: None, resync=Resync(interval, lambda: [ResourceRef("net-1")]))
+        return ResyncScheduler(store, registry, "w")
+
+    assert scheduler(3600.0).tick() == 1
+    clock.advance(10)
+    assert scheduler(3600.0).tick() == 0
+    short = scheduler(5.0)
+    assert short.tick() == 1
+    assert short.tick() == 0
+    clock.advance(5)
+    assert short.tick() == 1
+
+
 def test_a_failing_resync_lister_does_not_break_the_scheduler(store: JobStore, clock: ManualClock) -> None:
     def broken():
         yield ResourceRef("net-1")

@@ -196,6 +196,18 @@ def test_xjob_serves_metrics_where_prometheus_is_told_to_scrape(cloud) -> None:
     assert "readinessProbe" not in container  # a metrics port says nothing about readiness
 
 
+def test_xjob_resyncs_the_gateways_globals_only_where_a_gateway_is_deployed() -> None:
+    def xjob_conf(**sections: Any) -> configparser.ConfigParser:
+        kids = children(make_cloud(**sections))
+        keystone = objects.identity_endpoints(kids["cloud-identity"])
+        objs = by_name(objects.central_objects(kids["cloud-central-network"], CREDS, keystone, []))
+        return ini(objs["cloud-central-network-xjob-config"]["stringData"]["xjob.conf"])
+
+    assert xjob_conf()["gateway_sync"]["master_region"] == "RegionOne"
+    assert xjob_conf(apiGateway={"masterRegion": "RegionTwo"})["gateway_sync"]["master_region"] == "RegionTwo"
+    assert "gateway_sync" not in xjob_conf(apiGateway={"enabled": False})
+
+
 def test_central_ranges_are_rendered() -> None:
     cloud = make_cloud(centralNetwork={"vniRanges": ["1:5000"], "networkVlanRanges": ["physnet1:10:20"]})
     kids = children(cloud)
