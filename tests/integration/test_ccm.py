@@ -340,10 +340,11 @@ async def test_lifecycle_deletes_gone_and_taints_stopped(kmock: Any, world: Worl
     gone_id, off_id = world.ids["RegionTwo", "gone"], world.ids["RegionOne", "off"]
 
     def stop_and_delete() -> None:
+        gone = r2.compute.get_server(gone_id)  # before the delete: after it, a GET may already 404
         r1.compute.stop_server(off_id)
-        r2.compute.delete_server(gone_id)
+        r2.compute.delete_server(gone)
         r1.compute.wait_for_server(r1.compute.get_server(off_id), status="SHUTOFF", wait=180)
-        r2.compute.wait_for_delete(r2.compute.get_server(gone_id), wait=180)
+        r2.compute.wait_for_delete(gone, wait=180)
 
     await in_thread(stop_and_delete)
     put_node(kmock, world.name("gone"), f"openstack:///{gone_id}", ready=False)  # region-less: both regions say 404
