@@ -81,3 +81,46 @@ def test_a_delete_made_while_central_was_down_reaches_it_across_a_restart(sandbo
         sandbox_cli(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
     eventually(lambda: port_or_none(admin[CENTRAL], port.id) is None, timeout=120,
                what="the delete journalled in the region reaching central")
+
+
+def test_a_copy_whose_central_port_vanished_without_a_recorded_delete_is_kept_counted_and_shown(
+        sandbox, central, admin, stretched):
+    """Issue 25 hole 3: central loses a port with no delete recorded (its database put
+    back from a backup: here, the row removed behind neutron-server). The regional
+    copy is kept (no proof of a delete), counted in isthmus_unproven_copies_total and
+    shown by the topology as gone at central."""
+    import json
+    import subprocess
+    import urllib.request
+
+    from tests.integration.test_topology import _sample
+    from tests.sandboxes import BIN
+
+    net, _ = stretched
+    one = sandbox.regions[0]
+    port = central.network.create_port(network_id=net.id, name=f"{net.name}-{uuid.uuid4().hex[:4]}")
+    assert sandbox.connect(one).network.get_port(port.id).id == port.id  # copied into the region
+    layout = sandbox_layout(sandbox.state_dir)
+    metrics_url = layout.metrics_urls()["isthmus-xjob"]
+
+    def unproven() -> float:
+        with urllib.request.urlopen(metrics_url, timeout=10) as reply:
+            return _sample(reply.read().decode(), "isthmus_unproven_copies_total", region=one)
+
+    before = unproven()
+    with sqlite3.connect(layout.sqlite_path(f"neutron-{CENTRAL}"), timeout=60) as db:
+        db.execute("PRAGMA foreign_keys = ON")  # its bindings and allocations go with it, as Neutron's would
+        db.execute("DELETE FROM ports WHERE id = ?", (port.id,))
+    try:
+        job = eventually(run_again(sandbox, "network_sync", net.id), timeout=120, what="network_sync")
+        assert job.status == "SUCCESS", job.last_error
+        assert port_or_none(admin[one], port.id) is not None  # kept: no proof of a delete
+        assert unproven() > before
+        out = subprocess.run([str(BIN / "openstack"), "--os-cloud", "isthmus-admin", "multiregion", "topology",
+                              "--network", net.name, "-f", "json"], env=sandbox.env(), capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        copies = json.loads(out.stdout)["networks"][0]["copies"]
+        assert port.id in copies[one]["orphans"]
+    finally:
+        admin[one].network.delete_port(port.id, ignore_missing=True)
