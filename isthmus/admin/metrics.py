@@ -4,7 +4,8 @@ latency histogram per method, route and status (docs/metrics.md).
 The outermost middleware: ``/metrics`` needs no token (as any exporter; bind the
 API where scrapers may reach it) and every other request is timed whole,
 authentication included. Routes are the API's templates (``/v1.0/pods/{id}``),
-never raw paths, so label values stay few.
+never raw paths, and methods one of the known set or ``other``, so label values
+stay few whatever an unauthenticated client sends.
 
 Under gunicorn with several workers, set ``PROMETHEUS_MULTIPROC_DIR`` (an
 empty directory, prometheus_client's multiprocess mode): each worker writes
@@ -19,6 +20,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, make_wsgi_app
+
+from isthmus.metric_labels import http_method
 
 REQUESTS = Counter("isthmus_admin_requests", "Admin API requests answered, by method, route and status",
                    ("method", "route", "status"))
@@ -70,6 +73,6 @@ class MetricsMiddleware:
         try:
             return self.app(environ, recording)
         finally:
-            route = route_of(path)
-            REQUESTS.labels(method, route, seen.get("status", "500")).inc()
-            LATENCY.labels(method, route).observe(time.monotonic() - started)
+            route, label = route_of(path), http_method(method)  # before authentication: bounded labels
+            REQUESTS.labels(label, route, seen.get("status", "500")).inc()
+            LATENCY.labels(label, route).observe(time.monotonic() - started)

@@ -17,6 +17,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram,
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from isthmus.metric_labels import http_method
+
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BREAKER_STATES = {"closed": 0, "half_open": 1, "open": 2}
 
@@ -35,7 +37,7 @@ UPSTREAM_SECONDS = Histogram("isthmus_gateway_upstream_request_seconds",
 
 
 def observe_request(api: str, method: str, status: int, seconds: float) -> None:
-    REQUESTS.labels(api, method, str(status)).inc()
+    REQUESTS.labels(api, http_method(method), str(status)).inc()
     REQUEST_SECONDS.labels(api).observe(seconds)
 
 

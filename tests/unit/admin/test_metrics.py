@@ -44,3 +44,20 @@ def test_requests_counted_and_scraped_without_a_token(app) -> None:  # noqa: F81
 
 def test_metrics_is_get_only(app) -> None:  # noqa: F811 - the imported fixture, by name
     assert webob.Request.blank("/metrics", method="POST").get_response(app).status_int in (401, 404, 405)
+
+
+def test_invented_methods_share_one_label(app) -> None:  # noqa: F811 - the imported fixture, by name
+    """Issue 26 item 12: 40 unauthenticated requests with invented methods made 41
+    method labels; now every unknown method counts as ``other``."""
+    def samples() -> list:
+        return [sample for metric in REGISTRY.collect() if metric.name == "isthmus_admin_requests"
+                for sample in metric.samples if sample.name == "isthmus_admin_requests_total"]
+
+    def others() -> float:
+        return sum(s.value for s in samples() if s.labels["method"] == "other")
+
+    before_methods, before_others = {s.labels["method"] for s in samples()}, others()
+    for n in range(40):
+        call(app, f"X{n}FOO", "/v1.0/pods")
+    assert {s.labels["method"] for s in samples()} - before_methods <= {"other"}
+    assert others() == before_others + 40
