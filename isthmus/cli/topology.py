@@ -24,6 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="clouds.yaml cloud to read with (default: $OS_CLOUD)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)")
     serve.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                       help="a Host name the page answers to besides localhost and the bind address "
+                            "(repeat; needed with --bind 0.0.0.0)")
+    serve.add_argument("--token", default=os.environ.get("ISTHMUS_TOPOLOGY_TOKEN"),
+                       help="require this token of every request (default: $ISTHMUS_TOPOLOGY_TOKEN; "
+                            "the printed URL carries it)")
     serve.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
                        help=f"seconds between refreshes of the model and of the page (default {DEFAULT_INTERVAL:g})")
     serve.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
@@ -40,6 +46,7 @@ def run_serve(args: argparse.Namespace) -> int:
         print("error: --interval and --timeout must be > 0")
         return 2
     collector = collect.collector_for(args.os_cloud, args.central_region, args.timeout)
+    access = web.Access.for_bind(args.bind, args.allow_host, args.token)
     web.serve(collector.topology, args.bind, args.port, args.interval,
-              ready=lambda line: print(line, flush=True))
+              ready=lambda line: print(line, flush=True), access=access)
     return 0

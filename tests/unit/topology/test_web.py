@@ -121,3 +121,36 @@ def test_served_over_http_on_a_free_port() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_foreign_host_header_is_refused() -> None:
+    """Issue 26 item 13: /model.json answered 200 to ``Host: evil.example`` (DNS
+    rebinding: any web site the user visits could read the admin view)."""
+    app = app_for()
+    for host in ("evil.example", "evil.example:8390", "127.0.0.1.evil.example"):
+        req = webob.Request.blank("/model.json", headers={"Host": host})
+        assert req.get_response(app).status_int == 403, host
+    for host in ("localhost:8390", "127.0.0.1", "[::1]:8390"):
+        req = webob.Request.blank("/model.json", headers={"Host": host})
+        assert req.get_response(app).status_int == 200, host
+    wide = web.TopologyApp(web.State(), 2, web.Access.for_bind("0.0.0.0", ["topo.example.org"]))
+    assert webob.Request.blank("/", headers={"Host": "topo.example.org"}).get_response(wide).status_int == 200
+    assert webob.Request.blank("/", headers={"Host": "10.0.0.9"}).get_response(wide).status_int == 403
+
+
+def test_a_token_guards_every_path_and_the_page_keeps_it_in_a_cookie() -> None:
+    state = web.State()
+    state.set(model.build(fx.snapshot()), None)
+    app = web.TopologyApp(state, 2, web.Access.for_bind("127.0.0.1", token="s3cret"))
+    for path in ("/", "/fragment", "/model.json"):
+        assert get(app, path).status_int == 401
+    assert webob.Request.blank("/model.json", headers={"Authorization": "Bearer wrong"}).get_response(
+        app).status_int == 401
+    assert webob.Request.blank("/model.json", headers={"Authorization": "Bearer s3cret"}).get_response(
+        app).status_int == 200
+    first = get(app, "/?token=s3cret")
+    assert first.status_int == 200
+    cookie = first.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert webob.Request.blank("/fragment", headers={"Cookie": cookie.split(";")[0]}).get_response(
+        app).status_int == 200
