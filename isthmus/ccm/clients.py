@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote
 
 from isthmus.ccm.config import AuthOptions, CloudConfig
 from isthmus.ccm.errors import RegionError
@@ -383,3 +384,24 @@ class OpenStackClients:
             else:
                 report[region] = None
         return report
+
+    def unknown_regions(self) -> list[str]:
+        """Configured regions Keystone does not know: a misspelt ``regions=`` entry.
+
+        A region in no endpoint of the token's catalog is asked about by id
+        (``GET /v3/regions/{id}``, open to any token by Keystone's default policy):
+        only a 404 makes it unknown. A region that is down keeps its endpoints in
+        the catalog, so an outage is never taken for a typo."""
+        catalog = self.session.auth.get_access(self.session).service_catalog
+        listed = {endpoint.get("region_id") or endpoint.get("region")
+                  for service in catalog.catalog for endpoint in service.get("endpoints") or []}
+        unknown = []
+        for region in self.regions:
+            if region in listed:
+                continue
+            reply = self.session.get(f"/regions/{quote(region, safe='')}", raise_exc=False,
+                                     endpoint_filter={"service_type": "identity", "interface": self.interface,
+                                                      "version": (3, 0)})
+            if reply.status_code == 404:
+                unknown.append(region)
+        return unknown

@@ -12,9 +12,10 @@ leadership; a replica that loses it stops at the next Node. The service
 controller (``loadbalancer/controller.py``) runs on threads of its own: it
 reads the same Node cache and watches Services the same way.
 
-Startup is strict where OCCM is (bad config, Keystone authentication) and
-lenient per region: a region missing from the catalog is reported and only
-its nodes are affected.
+Startup is strict where OCCM is (bad config, Keystone authentication, a
+configured region Keystone does not know) and lenient per region: a region
+that is down or lacks a service in the catalog is reported and only its nodes
+are affected.
 """
 
 from __future__ import annotations
@@ -277,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         clients = OpenStackClients.from_config(config)
         clients.observe = metrics.openstack_call
         clients.session.get_token()  # authentication failure is fatal, as in OCCM
+        unknown = clients.unknown_regions()
+        if unknown:  # a typo is fatal (as OCCM's multi-region support has it); an outage is not
+            raise CCMError(f"regions {', '.join(unknown)}: not known to Keystone (misspelt in regions=?)")
     except Exception as exc:  # noqa: BLE001 - report one line and exit
         print(f"isthmus-ccm: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1

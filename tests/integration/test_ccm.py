@@ -621,3 +621,15 @@ def test_lookup_cli_with_clouds_yaml(world: World) -> None:
     nowhere = ccm_lookup("--cloud-config", str(world.clouds_conf), "--node-name", world.name("nowhere"))
     assert nowhere.returncode == 1
     assert "instance not found" in nowhere.stderr and "regions RegionTwo,RegionOne\n" in nowhere.stderr, nowhere.stderr
+
+
+def test_a_misspelt_region_is_fatal_at_start_and_names_it(world: World, tmp_path: Path) -> None:
+    """Issue 26 item 11: ``regions = RegionTow`` was a warning and the CCM ran on."""
+    conf = tmp_path / "cloud.conf"
+    conf.write_text(world.conf.read_text().replace("regions = RegionTwo\n",
+                                                   "regions = RegionTwo\nregions = RegionTow\n"))
+    env = {k: v for k, v in os.environ.items() if k != "OS_CCM_REGIONAL"}
+    proc = subprocess.run([str(BIN / "isthmus-ccm"), "--cloud-config", str(conf), "--kubeconfig",
+                           str(tmp_path / "no-kubeconfig")], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "regions RegionTow: not known to Keystone" in proc.stderr, proc.stderr

@@ -213,3 +213,21 @@ def test_network_mapping() -> None:
     network, flavor = c.get_network("n"), c.get_flavor("f")
     assert network is not None and network.name == "vlan"
     assert flavor is not None and flavor.name == "m1"
+
+
+def test_a_region_keystone_does_not_know_is_unknown_a_region_in_the_catalog_never(monkeypatch) -> None:
+    """Issue 26 item 11: a misspelt region in ``regions=`` was only a warning at start."""
+    clients, _, _ = make_clients(("RegionOne", "RegionThree", "RegionOen", "RegionFive"))
+    asked = []
+
+    class Reply:
+        def __init__(self, status: int) -> None:
+            self.status_code = status
+
+    def get(path: str, **kwargs: Any) -> Reply:
+        asked.append(path)
+        return Reply(200 if path == "/regions/RegionFive" else 404)  # RegionFive: known, no endpoints yet
+
+    monkeypatch.setattr(clients.session, "get", get)
+    assert clients.unknown_regions() == ["RegionOen"]
+    assert asked == ["/regions/RegionOen", "/regions/RegionFive"]  # catalog regions cost no call
