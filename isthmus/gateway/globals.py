@@ -48,8 +48,9 @@ def install(gateway, conf, engine, session) -> None:
 
     async def keypairs(call, region, reply) -> None:
         segs = call.segments
-        user = (parse_qs(call.request.query_string).get("user_id") or [call.identity.user_id])[0]
-        name = segs[1] if len(segs) > 1 else ((reply.json() or {}).get("keypair") or {}).get("name")
+        doc = (reply.json() or {}).get("keypair") or {}
+        user = keypair_owner(call.method, call.request.query_string, call.identity, doc)
+        name = segs[1] if len(segs) > 1 else doc.get("name")
         if name:
             await enqueue(KEYPAIR_SYNC, f"{user}/{name}", call.identity.project_id, {"master": region})
 
@@ -90,6 +91,9 @@ def install(gateway, conf, engine, session) -> None:
         master = await gateway.router.master_region()
         if region == master:
             return
+        # Service credentials act only on a type the caller's own token can read.
+        if not await _caller_sees_volume_type(gateway, call, master, str(wanted)):
+            return  # Cinder answers for a type the caller may not use
         ctx = JobContext("inline", VOLUME_TYPE_SYNC, str(wanted), None,
                          {"master": master, "only": region, "name": str(wanted), "inline": True}, 1)
         try:
@@ -159,6 +163,28 @@ def install(gateway, conf, engine, session) -> None:
 
 # Nova flavor ids: any string, but only these characters ever reach a URL here.
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
+
+
+def keypair_owner(method: str, query_string: str, identity, reply: dict) -> str:
+    """Whose keypair a successful write changed: the reply's ``user_id`` (a create
+    names it); for a delete, ``?user_id=`` only from an admin (as Nova honours it);
+    otherwise the caller. A non-admin never names someone else's keypair here."""
+    if reply.get("user_id"):
+        return str(reply["user_id"])
+    named = parse_qs(query_string).get("user_id")
+    if method == "DELETE" and named and identity.is_admin:
+        return named[0]
+    return identity.user_id
+
+
+async def _caller_sees_volume_type(gateway, call, region: str, wanted: str) -> bool:
+    """Whether the caller's token lists the type (by id or name) at ``region``:
+    Cinder's GET by id takes no name, and a list shows a user exactly the public
+    types and the private ones shared with its project."""
+    reply = await gateway.fwd.forward(call, region, "GET", call.rel_for("types"), body=b"", query="is_public=None")
+    if reply.status != 200:
+        return False
+    return any(wanted in (t.get("id"), t.get("name")) for t in (reply.json() or {}).get("volume_types") or [])
 
 
 async def _caller_sees(gateway, call, region: str, collection: str, object_id: str) -> bool:

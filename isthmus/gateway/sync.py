@@ -162,7 +162,7 @@ def _norm(value):
 
 def sync_flavor(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
-    fid = ctx.resource_id
+    fid = quote(ctx.resource_id, safe="")  # every path segment from user input is quoted
     got = _ok(regions.call("GET", master, "compute", f"/flavors/{fid}"), 200, 404)
     flavor = got.json()["flavor"] if got.status_code == 200 else None
     specs, access = {}, []
@@ -188,14 +188,15 @@ def sync_flavor(regions: RegionAccess, ctx: JobContext) -> None:
             current = None
         if current is None:
             body = {k: flavor[k] for k in FLAVOR_FIELDS if k in flavor and flavor[k] not in ("", None)}
-            body["id"] = fid
+            body["id"] = ctx.resource_id
             _ok(regions.call("POST", region, "compute", "/flavors", json={"flavor": body}), 200, 409)
         have = _ok(regions.call("GET", region, "compute", f"/flavors/{fid}/os-extra_specs"), 200).json()["extra_specs"]
         if specs and have != specs:
             _ok(regions.call("POST", region, "compute", f"/flavors/{fid}/os-extra_specs",
                              json={"extra_specs": specs}), 200)
         for key in set(have) - set(specs):
-            _ok(regions.call("DELETE", region, "compute", f"/flavors/{fid}/os-extra_specs/{key}"), 200, 404)
+            spec_path = f"/flavors/{fid}/os-extra_specs/{quote(key, safe='')}"
+            _ok(regions.call("DELETE", region, "compute", spec_path), 200, 404)
         if not flavor.get("os-flavor-access:is_public", True):
             there = {a["tenant_id"] for a in _ok(regions.call(
                 "GET", region, "compute", f"/flavors/{fid}/os-flavor-access"), 200).json()["flavor_access"]}
@@ -210,7 +211,7 @@ def sync_flavor(regions: RegionAccess, ctx: JobContext) -> None:
 def sync_keypair(regions: RegionAccess, ctx: JobContext) -> None:
     master, others = _targets(regions, ctx)
     user, _, name = ctx.resource_id.partition("/")
-    path = f"/os-keypairs/{name}?user_id={user}"
+    path = f"/os-keypairs/{quote(name, safe='')}?user_id={quote(user, safe='')}"
     got = _ok(regions.call("GET", master, "compute", path, version="2.10"), 200, 404)
     key = got.json()["keypair"] if got.status_code == 200 else None
     if key is None and ctx.payload.get("resync"):
@@ -231,7 +232,7 @@ def sync_quota(regions: RegionAccess, ctx: JobContext) -> None:
     """Each region gets the master's limits (the gateway checks the sum across regions)."""
     master, others = _targets(regions, ctx)
     service = ctx.payload.get("service", "compute")
-    project = ctx.resource_id.rsplit("/", 1)[-1]
+    project = quote(ctx.resource_id.rsplit("/", 1)[-1], safe="")
     limits = _ok(regions.call("GET", master, service, f"/os-quota-sets/{project}"), 200).json()["quota_set"]
     limits = {k: v for k, v in limits.items() if k != "id" and isinstance(v, int)}
     for region in others:
@@ -268,7 +269,7 @@ def sync_user_quota(regions: RegionAccess, ctx: JobContext) -> None:
 def _master_volume_type(regions: RegionAccess, master: str, wanted: str) -> dict | None:
     """The master's volume type ``wanted``, by id or by name (a create names
     it either way; Cinder's GET by id does not take a name)."""
-    got = _ok(regions.call("GET", master, "volume", f"/types/{wanted}"), 200, 404)
+    got = _ok(regions.call("GET", master, "volume", f"/types/{quote(wanted, safe='')}"), 200, 404)
     if got.status_code == 200:
         return got.json()["volume_type"]
     listed = _ok(regions.call("GET", master, "volume", "/types?is_public=None"), 200).json()["volume_types"]
@@ -288,15 +289,17 @@ def sync_volume_type(regions: RegionAccess, ctx: JobContext) -> None:
         current = next((t for t in listed if t["name"] == name), None)
         if vtype is None:
             if current:
-                _ok(regions.call("DELETE", region, "volume", f"/types/{current['id']}"), 202, 404)
+                _ok(regions.call("DELETE", region, "volume", f"/types/{quote(current['id'], safe='')}"), 202, 404)
             continue
+        if current is not None and ctx.payload.get("inline"):
+            continue  # a user's create only ever adds a missing type, never rewrites a region's
         if current is None:
             body = {"name": name, "description": vtype.get("description"),
                     "os-volume-type-access:is_public": vtype.get("is_public", True),
                     "extra_specs": vtype.get("extra_specs") or {}}
             _ok(regions.call("POST", region, "volume", "/types", json={"volume_type": body}), 200, 409)
         elif (vtype.get("extra_specs") or {}) != (current.get("extra_specs") or {}):
-            _ok(regions.call("POST", region, "volume", f"/types/{current['id']}/extra_specs",
+            _ok(regions.call("POST", region, "volume", f"/types/{quote(current['id'], safe='')}/extra_specs",
                              json={"extra_specs": vtype.get("extra_specs") or {}}), 200)
 
 

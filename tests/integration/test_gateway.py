@@ -615,3 +615,28 @@ def test_global_objects_made_around_the_gateway_are_resynced(gw):
         for conn in (at_master, there):
             for flavor in (fid, local_fid):
                 conn.compute.delete_flavor(flavor, ignore_missing=True)
+
+
+def test_a_users_keypair_write_never_touches_another_users_keypair(gw):
+    """Issue 26 item 4, as reproduced: a non-admin's ``POST /os-keypairs?user_id=<admin>``
+    through the gateway removed the admin's same-named keypair in RegionTwo."""
+    from tests.integration.helpers import job_of
+
+    region, _ = _other_region(gw)
+    key_name = name("gw-kp")
+    there = gw.sandbox.connect(region, cloud="isthmus-admin")
+    admin_id = there.current_user_id
+    public = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH0nrMxFuUDg2QUlY5W3nTFaDXw/ZRcEMZ8CqnMd9gzx admin"
+    there.compute.create_keypair(name=key_name, public_key=public)
+    try:
+        made = gw.call("POST", f"/os-keypairs?user_id={admin_id}", json={"keypair": {"name": key_name}})
+        assert made.status_code in (200, 201), made.text
+        owner = made.json()["keypair"]["user_id"]
+        assert owner != admin_id
+        eventually(lambda: job_of(gw.sandbox, "gateway_keypair_sync", f"{owner}/{key_name}"),
+                   what="the sync job of the caller's own keypair")
+        assert job_of(gw.sandbox, "gateway_keypair_sync", f"{admin_id}/{key_name}") is None
+        assert there.compute.find_keypair(key_name, ignore_missing=True) is not None
+    finally:
+        gw.call("DELETE", f"/os-keypairs/{key_name}")
+        there.compute.delete_keypair(key_name, ignore_missing=True)

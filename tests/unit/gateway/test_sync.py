@@ -282,3 +282,35 @@ def test_the_resync_runs_only_where_the_worker_knows_the_master(tmp_path):
     conf_file.write_text("[gateway_sync]\nmaster_region = RegionOne\n")
     assert registered("--config-file", str(conf_file)) == {
         sync.FLAVOR_SYNC, sync.KEYPAIR_SYNC, sync.QUOTA_SYNC, sync.VOLUME_TYPE_SYNC}
+
+
+def test_a_keypair_write_names_someone_else_only_for_an_admin():
+    """Issue 26 item 4: a non-admin's ``POST /os-keypairs?user_id=<victim>`` queued a
+    sync of the victim's keypair (and removed it in another region)."""
+    from isthmus.gateway.auth import Identity
+    from isthmus.gateway.globals import keypair_owner
+
+    user = Identity("t", "me", "p", frozenset({"member"}))
+    admin = Identity("t", "root", "p", frozenset({"admin"}))
+    assert keypair_owner("POST", "user_id=victim", user, {"name": "k", "user_id": "me"}) == "me"
+    assert keypair_owner("POST", "user_id=victim", user, {"name": "k"}) == "me"
+    assert keypair_owner("DELETE", "user_id=victim", user, {}) == "me"
+    assert keypair_owner("DELETE", "user_id=victim", admin, {}) == "victim"
+    assert keypair_owner("POST", "", admin, {"name": "k", "user_id": "victim"}) == "victim"
+
+
+def test_an_inline_volume_type_sync_never_rewrites_a_regions_extra_specs():
+    regions = FakeRegions(["A", "B"])
+    regions.types["A"]["t1"] = {"id": "t1", "name": "gold", "is_public": True, "extra_specs": {"x": "master"}}
+    regions.types["B"]["b1"] = {"id": "b1", "name": "gold", "is_public": True, "extra_specs": {"x": "region's"}}
+    sync.sync_volume_type(regions, ctx("gold", name="gold", only="B", inline=True))
+    assert regions.types["B"]["b1"]["extra_specs"] == {"x": "region's"}
+    assert not [c for c in regions.calls if c[0] != "GET"]
+
+
+def test_names_from_user_input_are_quoted_in_region_paths():
+    regions = FakeRegions(["A", "B"])
+    sync.sync_keypair(regions, ctx("u1/../../os-services?x=", resync=True))
+    sync.sync_flavor(regions, ctx("f/../../servers", resync=True))
+    paths = [c[2] for c in regions.calls]
+    assert paths == ["/os-keypairs/..%2F..%2Fos-services%3Fx%3D?user_id=u1", "/flavors/f%2F..%2F..%2Fservers"]
