@@ -136,10 +136,13 @@ class Creates:
         pending: list[Settle] = []
         created = False
         try:
+            as_asked = json.dumps(obj, sort_keys=True)
             for check in self.before_create:
                 ticket = await check(call, spec, region, obj)
                 if ticket is not None:
                     pending.append(ticket)
+            if json.dumps(obj, sort_keys=True) != as_asked:  # a check narrowed it (max_count to the quota)
+                body = _with_object(body, spec.singular, obj)
             for rewrite in self.rewrite_create:
                 body = await rewrite(call, spec, region, body)
             try:
@@ -287,6 +290,12 @@ def _created_reply(spec: Routed, item: dict) -> Reply:
     if spec.kind == "server" and self_link:
         headers["Location"] = self_link
     return Reply(202, headers, json.dumps({spec.singular: obj}).encode())
+
+
+def _with_object(body: bytes, singular: str, obj: dict) -> bytes:
+    doc = json.loads(body)
+    doc[singular] = obj
+    return json.dumps(doc).encode()
 
 
 def _reply(stored: StoredReply) -> Reply:

@@ -79,10 +79,6 @@ def install(gateway, conf, engine, session) -> None:
 
     gateway.write_hooks.setdefault(("volume", "os-quota-sets"), []).append(volume_quotas)
 
-    # Instances, cores and RAM (volumes, gigabytes) count across every region
-    # against the master's limits, reserved so concurrent creates cannot overshoot.
-    gateway.before_create.append(quota_guard.admit)
-
     async def volume_type_in_region(call, spec, region, volume) -> None:
         """A volume type created at the master exists in the target region before the create."""
         wanted = volume.get("volume_type")
@@ -158,6 +154,12 @@ def install(gateway, conf, engine, session) -> None:
                 except Exception as err:  # noqa: BLE001 - Nova reports a missing image itself
                     LOG.warning("%s: copying image %s to %s failed: %s", call.request_id, image_id, region, err)
         gateway.before_create.append(copy_images)
+
+    # Instances, cores and RAM (volumes, gigabytes) count across every region
+    # against the master's limits, reserved so concurrent creates cannot overshoot.
+    # Last of the checks: a reservation lives from forwarding time, not from before
+    # a long image copy (its lifetime is the request timeout).
+    gateway.before_create.append(quota_guard.admit)
 
 
 

@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from aiohttp import web
@@ -60,6 +61,21 @@ class Exceeded(Exception):
     wanted: int
 
 
+def units_that_fit(limits: dict[str, int], taken: dict[str, int], per_unit: dict[str, int],
+                   least: int, most: int) -> int:
+    """How many units, at most ``most``, fit under every limit (a negative or
+    missing limit is none), as Nova sizes a multi-create; Exceeded below ``least``."""
+    count = most
+    for k, limit in limits.items():
+        cost = per_unit.get(k, 0)
+        if limit is None or limit < 0 or cost <= 0:
+            continue
+        count = min(count, max(limit - taken.get(k, 0), 0) // cost)
+        if count < least:
+            raise Exceeded(k, limit, taken.get(k, 0), cost * least)
+    return count
+
+
 class Reservations:
     """The reservation rows (any dialect; SQLite's write lock or a row lock serialises a project)."""
 
@@ -67,11 +83,14 @@ class Reservations:
         self.engine = engine
 
     def reserve(self, service: str, project_id: str, limits: dict[str, int], used: dict[str, int],
-                wanted: dict[str, int], read_at: datetime, ttl: float) -> str:
-        """Insert a reservation of ``wanted`` if it fits, else raise Exceeded."""
+                per_unit: dict[str, int], read_at: datetime, ttl: float,
+                units: tuple[int, int] = (1, 1)) -> tuple[str, int]:
+        """Reserve as many units (servers of a multi-create) as fit, from ``units``'
+        most down to its least, each costing ``per_unit``; raise Exceeded when not
+        even the least fits. Returns (reservation id, units reserved)."""
         reservation_id = str(uuid.uuid4())
 
-        def attempt() -> str:
+        def attempt() -> tuple[str, int]:
             now = _now()
             with write_tx(self.engine) as conn:
                 self._lock(conn, service, project_id)
@@ -80,18 +99,17 @@ class Reservations:
                 rows = conn.execute(sa.select(r.c.deltas).where(
                     r.c.service == service, r.c.project_id == project_id,
                     sa.or_(r.c.settled_at.is_(None), r.c.settled_at >= read_at))).scalars()
-                reserved = dict.fromkeys(wanted, 0)
+                reserved = dict.fromkeys(per_unit, 0)
                 for deltas in rows:
                     for k, v in json.loads(deltas).items():
                         if k in reserved:
                             reserved[k] += int(v)
-                for k, limit in limits.items():
-                    if limit is not None and limit >= 0 and used.get(k, 0) + reserved[k] + wanted[k] > limit:
-                        raise Exceeded(k, limit, used.get(k, 0) + reserved[k], wanted[k])
+                count = units_that_fit(limits, {k: used.get(k, 0) + reserved[k] for k in per_unit}, per_unit, *units)
                 conn.execute(r.insert().values(id=reservation_id, service=service, project_id=project_id,
-                                               deltas=json.dumps(wanted), created_at=now, settled_at=None,
+                                               deltas=json.dumps({k: v * count for k, v in per_unit.items()}),
+                                               created_at=now, settled_at=None,
                                                expires_at=now + timedelta(seconds=ttl)))
-            return reservation_id
+            return reservation_id, count
 
         return retry_transient(attempt)
 
@@ -131,6 +149,7 @@ class Ticket:
 
     guard: QuotaGuard
     reservation_id: str
+    units: int = 1  # servers of a multi-create the reservation covers
 
     async def settle(self, created: bool) -> None:
         await self.guard.background.run(self.guard.reservations.settle, self.reservation_id, created)
@@ -161,6 +180,16 @@ def usage_across_regions(regions, replies, watched, policy: str, scope: tuple[st
     return used
 
 
+def _server_counts(server: dict) -> tuple[int, int]:
+    """(min_count, max_count) of a server create; Nova answers malformed ones itself."""
+    try:
+        least = max(int(server.get("min_count") or 1), 1)
+        most = max(int(server.get("max_count") or least), least)
+    except (TypeError, ValueError):
+        return 1, 1
+    return least, most
+
+
 class QuotaGuard:
     """Admits server and volume creates against the master's limits."""
 
@@ -178,35 +207,47 @@ class QuotaGuard:
         self._limits.pop((service, project_id), None)
 
     async def admit(self, call: Call, spec: Routed, region: str, obj: dict) -> Ticket | None:
-        """A before-create check: 403 (Nova) / 413 (Cinder) over the limit, else a ticket."""
+        """A before-create check: 403 (Nova) / 413 (Cinder) over the limit, else a
+        ticket. A multi-create reserves every server it may make, its ``max_count``
+        clamped to what fits (as Nova does within one region)."""
         if spec.kind == "server":
-            return await self._admit(call, "compute", COMPUTE_WATCHED, await self._server_wants(call, obj))
+            least, most = _server_counts(obj)
+            per_server = await self._server_costs(call, region, obj)
+            ticket = await self._admit(call, "compute", COMPUTE_WATCHED, per_server, (least, most))
+            if ticket is not None and ticket.units < most:
+                LOG.info("%s: max_count %d clamped to %d (quota)", call.request_id, most, ticket.units)
+                obj["max_count"] = ticket.units
+            return ticket
         if spec.kind == "volume":
             try:
                 wanted = {"volumes": 1, "gigabytes": int(obj.get("size") or 0)}
             except (TypeError, ValueError):
                 return None  # Cinder rejects the size itself
-            return await self._admit(call, "volume", VOLUME_WATCHED, wanted)
+            return await self._admit(call, "volume", VOLUME_WATCHED, wanted, (1, 1))
         return None
 
-    async def _server_wants(self, call: Call, server: dict) -> dict[str, int]:
-        try:
-            count = max(int(server.get("min_count") or 1), 1)
-        except (TypeError, ValueError):
-            count = 1  # Nova answers the malformed count itself
-        wanted = {"instances": count, "cores": 0, "ram": 0}
+    async def _server_costs(self, call: Call, region: str, server: dict) -> dict[str, int]:
+        """What one server costs: the flavor as the caller's token reads it at the
+        master (or, for a flavor only the target region has, there). A flavor that
+        cannot be read for an outage is a 503, never "0 cores"."""
+        costs = {"instances": 1, "cores": 0, "ram": 0}
         flavor_ref = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
-        if flavor_ref:
-            master = await self.router.master_region()
-            reply = await self.fwd.forward(call, master, "GET", call.rel_for("flavors", flavor_ref), body=b"",
-                                           query="")
+        if not flavor_ref:
+            return costs  # Nova answers for the missing flavorRef
+        master = await self.router.master_region()
+        for where in dict.fromkeys((master, region)):
+            reply = await self.fwd.forward(call, where, "GET", call.rel_for("flavors", quote(flavor_ref, safe="")),
+                                           body=b"", query="")
             if reply.status == 200:
                 flavor = (reply.json() or {}).get("flavor") or {}
-                wanted["cores"] = count * int(flavor.get("vcpus") or 0)
-                wanted["ram"] = count * int(flavor.get("ram") or 0)
-        return wanted
+                costs["cores"], costs["ram"] = int(flavor.get("vcpus") or 0), int(flavor.get("ram") or 0)
+                return costs
+            if reply.status != 404:
+                raise Fault(503, f"The flavor {flavor_ref} cannot be read in {where} ({reply.status}): "
+                                 f"the quota cannot be checked.")
+        return costs  # no such flavor: Nova answers 400 for it, nothing is made
 
-    async def _limits_of(self, call: Call, service: str) -> dict | None:
+    async def _limits_of(self, call: Call, service: str) -> dict:
         project = call.identity.project_id
         cached = self._limits.get((service, project))
         if cached and time.monotonic() - cached[0] < LIMITS_TTL:
@@ -214,17 +255,15 @@ class QuotaGuard:
         master = await self.router.master_region()
         quota = await self.fwd.forward(call, master, "GET", call.rel_for("os-quota-sets", project), body=b"",
                                        query="")
-        if quota.status != 200:
-            return None
+        if quota.status != 200:  # never "no limit" because the limits could not be read
+            raise Fault(503, f"The quota limits cannot be read in the master region {master} ({quota.status}).")
         limits = (quota.json() or {}).get("quota_set") or {}
         self._limits[(service, project)] = (time.monotonic(), limits)
         return limits
 
     async def _admit(self, call: Call, service: str, watched_keys: tuple[str, ...],
-                     wanted: dict[str, int]) -> Ticket | None:
+                     per_unit: dict[str, int], units: tuple[int, int]) -> Ticket | None:
         limits = await self._limits_of(call, service)
-        if limits is None:
-            return None
         watched = {k: limits.get(k, -1) for k in watched_keys}
         if all(v is None or v < 0 for v in watched.values()):
             return None
@@ -240,15 +279,16 @@ class QuotaGuard:
                                     (service, project), self._last_known)
         ttl = self.settings.request_timeout + 60
         try:
-            reservation = await self.background.run(self.reservations.reserve, service, project, watched, used,
-                                                    {k: wanted.get(k, 0) for k in watched}, read_at, ttl)
+            reservation, count = await self.background.run(
+                self.reservations.reserve, service, project, watched, used,
+                {k: per_unit.get(k, 0) for k in watched}, read_at, ttl, units)
         except Exceeded as over:
             if service == "compute":
                 raise Fault(403, f"Quota exceeded for {over.resource}: Requested {over.wanted}, but already used "
                                  f"{over.used} of {over.limit} {over.resource}") from None
             raise Fault(413, f"VolumeLimitExceeded: Maximum number of {over.resource} allowed ({over.limit}) "
                              f"exceeded across regions (in use {over.used}, requested {over.wanted}).") from None
-        return Ticket(self, reservation)
+        return Ticket(self, reservation, count)
 
     async def usage_summed(self, call: Call, kind: str) -> web.Response:
         """``/limits`` or ``/os-quota-sets/{p}/detail``: the master's limits with

@@ -7,6 +7,7 @@ status codes, links). Regional APIs are only used to check where things landed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -387,10 +388,11 @@ def test_29_quotas_enforced_across_regions(gw):
         gw.call("PUT", f"/os-quota-sets/{project}", "isthmus-admin", json={"quota_set": {"instances": -1}})
 
 
-def test_29b_concurrent_creates_never_exceed_the_global_quota(gw):
-    """Check-then-create alone lets every concurrent create see the same usage;
-    reservations admit exactly what fits (issue 9 §5). A fresh project: its usage
-    is 0 and no earlier test's deletes can change it during the burst."""
+@contextlib.contextmanager
+def fresh_project(gw, instances: int):
+    """A new project and member with an instance limit of ``instances``: its usage is
+    0 and no earlier test's deletes change it. Yields the member's token; its servers
+    are deleted (and waited for) at the end."""
     import openstack
 
     from isthmus.sandbox.layout import PASSWORD
@@ -399,21 +401,15 @@ def test_29b_concurrent_creates_never_exceed_the_global_quota(gw):
     project = ident.create_project(name=name(), domain_id="default")
     user = ident.create_user(name=name(), password=PASSWORD, domain_id="default")
     ident.assign_project_role_to_user(project, user, ident.find_role("member"))
-    made: list[str] = []
     conn = openstack.connect(auth_url=gw.layout.auth_url, username=user.name, password=PASSWORD,
                              project_id=project.id, user_domain_name="Default", region_name=CENTRAL)
     token = conn.session.get_token()
     try:
         assert gw.call("PUT", f"/os-quota-sets/{project.id}", "isthmus-admin",
-                       json={"quota_set": {"instances": 2}}).status_code == 200
-        zones = ["az1", "az2"]
-        with ThreadPoolExecutor(6) as pool:
-            replies = list(pool.map(lambda n: gw.boot(name(), az=zones[n % 2], token=token), range(6)))
-        made = [r.json()["server"]["id"] for r in replies if r.status_code == 202]
-        refused = [r for r in replies if r.status_code == 403]
-        assert len(made) == 2 and len(refused) == 4, [(r.status_code, r.text[:200]) for r in replies]
-        assert all("Quota exceeded" in r.text for r in refused)
+                       json={"quota_set": {"instances": instances}}).status_code == 200
+        yield token
     finally:
+        made = [s["id"] for s in gw.call("GET", "/servers", token=token).json()["servers"]]
         for server_id in made:
             gw.call("DELETE", f"/servers/{server_id}", token=token)
         for server_id in made:
@@ -423,6 +419,33 @@ def test_29b_concurrent_creates_never_exceed_the_global_quota(gw):
                 time.sleep(1)
         ident.delete_user(user)
         ident.delete_project(project)
+
+
+def test_29b_concurrent_creates_never_exceed_the_global_quota(gw):
+    """Check-then-create alone lets every concurrent create see the same usage;
+    reservations admit exactly what fits (issue 9 §5)."""
+    with fresh_project(gw, instances=2) as token:
+        zones = ["az1", "az2"]
+        with ThreadPoolExecutor(6) as pool:
+            replies = list(pool.map(lambda n: gw.boot(name(), az=zones[n % 2], token=token), range(6)))
+        made = [r.json()["server"]["id"] for r in replies if r.status_code == 202]
+        refused = [r for r in replies if r.status_code == 403]
+        assert len(made) == 2 and len(refused) == 4, [(r.status_code, r.text[:200]) for r in replies]
+        assert all("Quota exceeded" in r.text for r in refused)
+
+
+def test_29c_concurrent_multi_creates_never_exceed_the_global_quota(gw):
+    """Issue 26 item 1, as reproduced: instance limit 2, two concurrent boots (one per
+    region) with ``min_count=1, max_count=3`` made 4 servers; a multi-create now
+    reserves what it may make, its max_count clamped to what fits."""
+    with fresh_project(gw, instances=2) as token:
+        with ThreadPoolExecutor(2) as pool:
+            replies = list(pool.map(lambda az: gw.boot(name(), az=az, token=token, min_count=1, max_count=3),
+                                    ["az1", "az2"]))
+        assert [r.status_code for r in replies].count(202) >= 1, [(r.status_code, r.text[:200]) for r in replies]
+        assert all(r.status_code in (202, 403) for r in replies), [(r.status_code, r.text[:200]) for r in replies]
+        servers = gw.call("GET", "/servers", token=token).json()["servers"]
+        assert len(servers) == 2, servers
 
 
 # --- 30, 33: scoping, duplicate creates ---------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from isthmus.db import make_engine
 from isthmus.gateway import schema
-from isthmus.gateway.quotas import Exceeded, Reservations
+from isthmus.gateway.quotas import Exceeded, Reservations, units_that_fit
 from tests.dbservers import BACKENDS, Unreachable, empty_database
 
 LIMITS = {"instances": 3}
@@ -54,7 +54,7 @@ def test_concurrent_reservations_from_many_processes_admit_exactly_what_fits(db_
 def test_a_settled_reservation_counts_only_for_readings_that_may_miss_it(db_url):
     store = Reservations(make_engine(db_url))
     before = now() - timedelta(seconds=1)
-    rid = store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 2}, before, 60)
+    rid, _ = store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 2}, before, 60)
     store.settle(rid, created=True)
     # A reading that started before the create finished may not show it: counted.
     with pytest.raises(Exceeded) as over:
@@ -66,7 +66,7 @@ def test_a_settled_reservation_counts_only_for_readings_that_may_miss_it(db_url)
 
 def test_a_create_that_made_nothing_gives_its_reservation_back(db_url):
     store = Reservations(make_engine(db_url))
-    rid = store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 3}, now(), 60)
+    rid, _ = store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 3}, now(), 60)
     store.settle(rid, created=False)
     store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 3}, now(), 60)
 
@@ -82,3 +82,44 @@ def test_an_unsettled_reservation_expires(db_url):
     store = Reservations(make_engine(db_url))
     store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 3}, now(), -1)  # already expired
     store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 3}, now(), 60)
+
+
+def test_concurrent_multi_creates_reserve_every_server_they_may_make(db_url):
+    """Issue 26 item 1: two boots with ``min_count=1, max_count=10`` under an instance
+    limit of 10 each reserved 1 and Nova made 10 in each region (20)."""
+    limits = {"instances": 10, "cores": 40}
+    made, refused = [], []
+
+    def one_process():
+        store = Reservations(make_engine(db_url))
+        try:
+            _, count = store.reserve("compute", "p", limits, {"instances": 0, "cores": 0},
+                                     {"instances": 1, "cores": 2}, now(), 60, units=(1, 10))
+        except Exceeded as over:
+            refused.append(over.resource)
+        else:
+            made.append(count)
+
+    threads = [threading.Thread(target=one_process) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == [10] and refused == ["instances"]
+
+
+@pytest.mark.parametrize("limits,taken,least,most,expected", [
+    ({"instances": 10}, {"instances": 0}, 1, 10, 10),
+    ({"instances": 10}, {"instances": 7}, 1, 10, 3),
+    ({"instances": 10, "cores": 8}, {"instances": 0, "cores": 2}, 1, 10, 3),  # 2 cores each: 6 left
+    ({"instances": -1, "cores": -1}, {"instances": 99, "cores": 99}, 1, 5, 5),  # no limits
+])
+def test_a_multi_create_fits_as_many_as_the_limits_allow(limits, taken, least, most, expected):
+    assert units_that_fit(limits, taken, {"instances": 1, "cores": 2}, least, most) == expected
+
+
+def test_fewer_than_min_count_is_exceeded_naming_the_resource():
+    with pytest.raises(Exceeded) as over:
+        units_that_fit({"instances": 10, "cores": 8}, {"instances": 0, "cores": 4}, {"instances": 1, "cores": 2},
+                       3, 5)
+    assert (over.value.resource, over.value.wanted, over.value.used) == ("cores", 6, 4)
