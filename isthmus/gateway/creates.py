@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +19,15 @@ from isthmus.gateway.apis import Routed
 from isthmus.gateway.call import BeforeCreate, Call, RewriteCreate, Settings, Settle
 from isthmus.gateway.faults import Fault
 from isthmus.gateway.forwarding import Forwarder
-from isthmus.gateway.idempotency import ClaimState, CreateLedger, StoredReply, create_key, kept_headers, scrub
+from isthmus.gateway.idempotency import (
+    CREATE_KEY_METADATA,
+    ClaimState,
+    CreateLedger,
+    StoredReply,
+    create_key,
+    kept_headers,
+    scrub,
+)
 from isthmus.gateway.pools import BoundedPool
 from isthmus.gateway.proxy import Reply
 from isthmus.gateway.routing import Router
@@ -62,7 +69,8 @@ class Creates:
         if not inbound or self.ledger is None:
             reply = await self._create(call, spec, region, body, obj)
             return self.fwd.render(call, reply, region, spec)
-        key = create_key(call.identity.project_id, call.api.name, spec.kind, inbound, call.body)
+        key = create_key(call.identity.user_id, call.identity.project_id, call.api.name, spec.kind, inbound,
+                         call.body)
         task = self._inflight.get(key)
         if task is None:  # identical creates in this process share one attempt
             task = asyncio.get_running_loop().create_task(self._idempotent(call, spec, region, body, obj, key))
@@ -205,7 +213,7 @@ class Creates:
                 continue
             if claim.state is ClaimState.RECOVER and claim.region:
                 try:
-                    found = await self._find_accepted(call, spec, claim.region, obj, claim.started_at)
+                    found = await self._find_accepted(call, spec, claim.region, key, claim.started_at)
                 except BaseException:  # still unknown: the next retry searches again
                     await asyncio.shield(self.background.run(ledger.unknown, key, claim.owner))
                     raise
@@ -224,6 +232,8 @@ class Creates:
         ledger = self.ledger
         assert ledger is not None
         await self.background.run(ledger.sent, key, owner, region)
+        body, obj = _tagged(body, spec.singular, obj, key)
+        heartbeat = asyncio.get_running_loop().create_task(self._keep_alive(key, owner))
         try:
             reply = await self._create(call, spec, region, body, obj)
         except NotHeard as err:
@@ -232,43 +242,56 @@ class Creates:
         except BaseException:
             await asyncio.shield(self.background.run(ledger.forget, key, owner))
             raise
+        finally:
+            heartbeat.cancel()
         if 200 <= reply.status < 300:
             resource_id = ((reply.json() or {}).get(spec.singular) or {}).get("id") if reply.is_json else None
             stored = StoredReply(reply.status, kept_headers(reply.headers), scrub(reply.body, spec.singular))
-            await self.background.run(ledger.done, key, owner, resource_id, stored, region)
+            try:
+                await self.background.run(ledger.done, key, owner, resource_id, stored, region)
+            except Exception:  # noqa: BLE001 - the object exists: the caller gets its reply, never a 500
+                # The row stays pending, goes stale, and a retry recovers by the key on the object.
+                LOG.exception("%s: recording the create's reply failed; a retry finds %s by its key",
+                              call.request_id, resource_id)
         elif reply.status >= 500:
             await self.background.run(ledger.unknown, key, owner)  # it may exist: the next attempt searches
         else:
             await self.background.run(ledger.forget, key, owner)  # an error is never replayed
         return reply
 
-    async def _find_accepted(self, call: Call, spec: Routed, region: str, obj: dict,
+    async def _keep_alive(self, key: str, owner: str) -> None:
+        """Touch the ledger row while the attempt works (a long image copy, a slow
+        region): another process takes over only an attempt that stopped."""
+        ledger = self.ledger
+        assert ledger is not None
+        period = max(ledger.stale_after.total_seconds() / 3, 0.1)
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.background.run(ledger.touch, key, owner)
+            except Exception:  # noqa: BLE001 - the next beat tries again
+                LOG.warning("touching the create ledger row failed", exc_info=True)
+
+    async def _find_accepted(self, call: Call, spec: Routed, region: str, key: str,
                              since: datetime | None) -> dict | None:
         """What an earlier attempt that went unheard created in ``region``: the
-        oldest object of the caller with the same name, made since it was sent,
-        that no other create claims. Asked with the caller's own token."""
-        name = obj.get("name") if isinstance(obj.get("name"), str) else None
+        object carrying this create's ledger key in its metadata (never a
+        same-named object someone else made meanwhile). Asked with the caller's
+        own token."""
         since = (since or datetime.utcnow()) - _CLOCK_SLACK
-        pairs: list[tuple[str, str]] = []
-        if spec.kind == "server":
-            pairs.append(("changes-since", since.isoformat(timespec="seconds") + "Z"))
-            if name:
-                pairs.append(("name", "^" + re.escape(name) + "$"))
-        elif name:
-            pairs.append(("name", name))
+        if spec.kind == "server":  # Nova does not filter by metadata: the servers changed since
+            pairs = [("changes-since", since.isoformat(timespec="seconds") + "Z")]
+        else:
+            pairs = [("metadata", json.dumps({CREATE_KEY_METADATA: key}))]
         reply = await self.fwd.forward(call, region, "GET", call.rel_for(spec.list_key, "detail"),
                                        query=urlencode(pairs), body=b"", timeout=self.settings.list_timeout)
         if reply.status != 200:
             raise Fault(503, f"Could not check whether an earlier identical create succeeded in {region}; "
                              "retry later.")
         items = [i for i in (reply.json() or {}).get(spec.list_key) or []
-                 if isinstance(i, dict) and (name is None or i.get("name") == name)
-                 and (created := _created_at(i)) is not None and created >= since]
-        items.sort(key=lambda i: (_created_at(i), i.get("id", "")))
-        ledger = self.ledger
-        assert ledger is not None  # only creates with a ledger look for an unheard one
-        claimed = await self.background.run(ledger.claimed_ids, [i["id"] for i in items])
-        return next((i for i in items if i["id"] not in claimed), None)
+                 if isinstance(i, dict) and (i.get("metadata") or {}).get(CREATE_KEY_METADATA) == key]
+        items.sort(key=lambda i: (_created_at(i) or datetime.min, i.get("id", "")))
+        return items[0] if items else None
 
 
 def _created_at(item: dict) -> datetime | None:
@@ -290,6 +313,16 @@ def _created_reply(spec: Routed, item: dict) -> Reply:
     if spec.kind == "server" and self_link:
         headers["Location"] = self_link
     return Reply(202, headers, json.dumps({spec.singular: obj}).encode())
+
+
+def _tagged(body: bytes, singular: str, obj: dict, key: str) -> tuple[bytes, dict]:
+    """The create with its ledger key in the object's metadata (what recovery finds
+    it by). Metadata that is not an object is left for the region to refuse."""
+    metadata = obj.get("metadata", {})
+    if not isinstance(metadata, dict):
+        return body, obj
+    tagged = {**obj, "metadata": {**metadata, CREATE_KEY_METADATA: key}}
+    return _with_object(body, singular, tagged), tagged
 
 
 def _with_object(body: bytes, singular: str, obj: dict) -> bytes:

@@ -33,8 +33,15 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def create_key(project_id: str, api: str, kind: str, client_request_id: str, body: bytes) -> str:
-    material = "\0".join((project_id, api, kind, client_request_id, hashlib.sha256(body).hexdigest()))
+# The metadata key that carries a create's ledger key on the object it made: what
+# recovery adopts by (never a same-named object someone else made meanwhile).
+CREATE_KEY_METADATA = "isthmus_create_key"
+
+
+def create_key(user_id: str, project_id: str, api: str, kind: str, client_request_id: str, body: bytes) -> str:
+    """Per user: another member of the project who sends the same request id and
+    body makes its own create, never gets this one's reply."""
+    material = "\0".join((user_id, project_id, api, kind, client_request_id, hashlib.sha256(body).hexdigest()))
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -129,17 +136,12 @@ class CreateLedger:
         """The create is about to go to ``region`` (what recovery searches)."""
         self._update(key, owner, region=region, started_at=_now())
 
+    def touch(self, key: str, owner: str) -> None:
+        """The attempt is alive: no other process takes it over as abandoned."""
+        self._update(key, owner)
+
     def done(self, key: str, owner: str, resource_id: str | None, reply: StoredReply, region: str) -> None:
         self._update(key, owner, state="done", resource_id=resource_id, reply=_dump(reply), region=region)
-
-    def claimed_ids(self, resource_ids: list[str]) -> set[str]:
-        """The ids among ``resource_ids`` that some create already answered with."""
-        if not resource_ids:
-            return set()
-        t = schema.creates
-        with self.engine.connect() as conn:
-            return set(conn.execute(sa.select(t.c.resource_id).where(t.c.resource_id.in_(resource_ids[:500])))
-                       .scalars())
 
     def unknown(self, key: str, owner: str) -> None:
         """The region may have created it; we could not hear (timeout, 5xx on the way)."""

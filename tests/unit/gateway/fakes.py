@@ -44,9 +44,10 @@ class FakeNova:
     reply_delay: float = 0.0  # seconds a create waits *after* creating, before answering
     fail_creates: list = field(default_factory=list)  # statuses the next creates answer with, creating nothing
 
-    def add(self, name: str, project: str = PROJECT, created: str | None = None) -> dict:
+    def add(self, name: str, project: str = PROJECT, created: str | None = None, metadata: dict | None = None) -> dict:
         sid = str(uuid.uuid4())
         self.servers[sid] = {"id": sid, "name": name, "tenant_id": project, "status": "ACTIVE",
+                             "metadata": dict(metadata or {}),
                              "created": created or f"2024-01-01T00:{next(_clock) // 60:02d}:{next(_clock) % 60:02d}Z",
                              "OS-EXT-AZ:availability_zone": "nova",
                              "links": [{"rel": "self", "href": f"{self.base}/v2.1/servers/{sid}"},
@@ -93,13 +94,14 @@ class FakeNova:
                 return web.json_response({"badRequest": {"code": status, "message": "refused"}}, status=status)
             doc = json.loads(body)
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            made = self.add(doc["server"]["name"], created=now)
+            made = self.add(doc["server"]["name"], created=now, metadata=doc["server"].get("metadata"))
             if self.reply_delay:
                 await asyncio.sleep(self.reply_delay)
             return web.json_response({"server": {"id": made["id"], "links": made["links"]}}, status=202)
         if len(parts) >= 2 and parts[0] == "servers":
             server = self.servers.get(parts[1])
-            caller = {"user": PROJECT, "other": OTHER}.get(request.headers.get("X-Auth-Token", ""))
+            caller = {"user": PROJECT, "colleague": PROJECT, "other": OTHER}.get(
+                request.headers.get("X-Auth-Token", ""))
             if server is not None and caller is not None and server["tenant_id"] != caller:
                 server = None  # Nova shows a project only its own servers
             if server is None:
@@ -129,6 +131,8 @@ class FakeValidator:
             return Identity(token, "a", ADMIN_PROJECT, frozenset({"admin"}))
         if token == "other":
             return Identity(token, "o", OTHER, frozenset({"member"}))
+        if token == "colleague":  # another member of the user's project
+            return Identity(token, "c", PROJECT, frozenset({"member"}))
         raise Unauthorized(401, b'{"error": {"code": 401}}', [("WWW-Authenticate", "Keystone uri=x")])
 
 
