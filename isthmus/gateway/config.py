@@ -15,7 +15,8 @@ gateway_opts = [
     cfg.StrOpt("central_region", default="CentralRegion",
                help="Keystone region of the gateway's own endpoints; never a target region."),
     cfg.StrOpt("master_region", help="Region that holds the global objects (flavors, keypairs, quotas, "
-               "volume types, images). Default: the first regional pod by name."),
+               "volume types, images). Required once several regions are registered (the gateway "
+               "refuses to start without it); with one region, that region."),
     cfg.FloatOpt("list_timeout", default=10.0, min=0.1,
                  help="Per-region timeout of a list fan-out; a region slower than this is 'down'."),
     cfg.FloatOpt("request_timeout", default=120.0, min=0.1, help="Timeout of a request forwarded to one region."),

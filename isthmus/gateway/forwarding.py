@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 
 from aiohttp import web
 
@@ -23,13 +24,18 @@ from isthmus.gateway.routing import Router
 LOG = logging.getLogger(__name__)
 
 
+MAX_REWRITERS = 64
+
+
 class Forwarder:
     def __init__(self, settings: Settings, catalog: Catalog, upstream: Upstream, router: Router) -> None:
         self.settings = settings
         self.catalog = catalog
         self.upstream = upstream
         self.router = router
-        self._rewriters: dict[tuple, links.Rewriter] = {}
+        # Keyed by the request's base URL (the Host header unless public_url is set):
+        # bounded, least recently used out, so no client grows it with invented hosts.
+        self._rewriters: OrderedDict[tuple, links.Rewriter] = OrderedDict()
 
     async def forward(self, call: Call, region: str, method: str, rel: str, *, body: bytes | None = None,
                       query: str | None = None, timeout: float | None = None,
@@ -65,6 +71,10 @@ class Forwarder:
         rewriter = self._rewriters.get(key)
         if rewriter is None:
             rewriter = self._rewriters[key] = links.Rewriter(roots, call.base + call.api.prefix)
+            while len(self._rewriters) > MAX_REWRITERS:
+                self._rewriters.popitem(last=False)
+        else:
+            self._rewriters.move_to_end(key)
         return rewriter
 
     def render(self, call: Call, reply: Reply, region: str | None, spec: Routed | None = None) -> web.Response:

@@ -63,11 +63,17 @@ class Router:
         return next((p for p in await self.pods() if p.region_name == region), None)
 
     async def master_region(self) -> str:
+        """``[gateway] master_region``; with none configured, the one region there is.
+        Never "the first by name": registering a pod whose name sorts earlier would
+        silently move flavors, keypairs and quotas to it."""
         regions = await self.regions()
         if self._master:
             return self._master
         if not regions:
             raise Fault(503, "No region is registered with the gateway.")
+        if len(regions) > 1:
+            raise Fault(503, f"Several regions are registered ({', '.join(regions)}) and no master region is "
+                             "configured ([gateway] master_region).")
         return regions[0]
 
     async def availability_zones(self) -> list[str]:

@@ -11,6 +11,20 @@ from aiohttp import web
 from isthmus.gateway import config
 
 
+class MasterRegionMissing(Exception):
+    """Several regions and no ``[gateway] master_region``: refuse to start."""
+
+
+def require_master(registry, central_region: str, master_region: str | None) -> None:
+    """Refuse to start with several regions and no master (routing.Router.master_region)."""
+    if master_region:
+        return
+    regional = [p.region_name for p in registry.regional_pods() if p.region_name != central_region]
+    if len(regional) > 1:
+        raise MasterRegionMissing(f"[gateway] master_region is not set and several regions are registered "
+                                  f"({', '.join(regional)}): name the one that holds the global objects")
+
+
 def build(conf):
     """The Gateway object for a parsed configuration (no I/O until served)."""
     from isthmus.db import make_engine
@@ -26,7 +40,9 @@ def build(conf):
     g = conf.gateway
     engine = make_engine(conf.database.connection)
     require_current(engine, "isthmus-gateway")
-    router = Router(Registry(engine), g.central_region, g.master_region)
+    registry = Registry(engine)
+    require_master(registry, g.central_region, g.master_region)
+    router = Router(registry, g.central_region, g.master_region)
     session = config.service_session(conf)
     catalog = Catalog(keystone_loader(session), conf.service_credentials.interface, {g.central_region},
                       g.catalog_ttl)
@@ -56,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         gateway = build(conf)
-    except SchemaOutdated as exc:
+    except (SchemaOutdated, MasterRegionMissing) as exc:
         logging.getLogger(__name__).error("%s", exc)
         return 2
     web.run_app(gateway.make_app(), host=conf.gateway.bind_host, port=conf.gateway.bind_port,

@@ -160,7 +160,7 @@ async def start(tmp_path, regions: list[FakeNova], serve_regions: bool = True,
 
     catalog = Catalog(load, "public", {"CentralRegion"}, ttl=300)
     gateway = Gateway(Settings(list_timeout=1.0, request_timeout=2.0, **settings),
-                      Router(registry, "CentralRegion"), catalog,
+                      Router(registry, "CentralRegion", regions[0].region if regions else None), catalog,
                       Upstream(breaker_threshold=1),  # one timeout opens it: the tests stay short
                       FakeValidator(),
                       CreateLedger(engine, stale_after=5.0))

@@ -50,3 +50,40 @@ def test_ensure_copy_numbers_are_stable(tmp_path):
         assert await r.routing(10_000) is None
         r.close()
     asyncio.run(run())
+
+
+def test_the_master_is_never_the_first_region_by_name(tmp_path):
+    """Issue 26 item 7: with no master configured, registering a pod whose name
+    sorts first silently moved the global objects to it. Now several regions and
+    no master is a 503 naming the option, and the gateway refuses to start."""
+    import pytest
+
+    from isthmus.gateway import service
+    from isthmus.gateway.faults import Fault
+
+    async def run():
+        r = router(tmp_path)
+        with pytest.raises(Fault, match=r"master_region"):
+            await r.master_region()
+        named = Router(r.registry, "CentralRegion", "RegionTwo")
+        assert await named.master_region() == "RegionTwo"
+        r.close()
+        named.close()
+    asyncio.run(run())
+    registry = router(tmp_path).registry
+    with pytest.raises(service.MasterRegionMissing, match="RegionOne, RegionTwo"):
+        service.require_master(registry, "CentralRegion", None)
+    service.require_master(registry, "CentralRegion", "RegionTwo")
+
+
+def test_rewriters_per_host_are_bounded():
+    from types import SimpleNamespace
+
+    from isthmus.gateway.forwarding import MAX_REWRITERS, Forwarder
+
+    catalog = SimpleNamespace(endpoints_known=lambda api: [])
+    fwd = Forwarder(None, catalog, None, None)  # type: ignore[arg-type]
+    api = SimpleNamespace(name="compute", prefix="/compute/v2.1")
+    for n in range(MAX_REWRITERS * 3):
+        fwd.rewriter(SimpleNamespace(api=api, base=f"http://evil-{n}.example"))  # type: ignore[arg-type]
+    assert len(fwd._rewriters) == MAX_REWRITERS
