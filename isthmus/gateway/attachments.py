@@ -98,9 +98,16 @@ class Attachments:
     async def _create(self, call) -> web.StreamResponse:
         wanted = attachment_create(call.body)
         router = self.gateway.router
-        region = same_region(wanted.volume_id, await router.region_of("volume", wanted.volume_id),
-                             wanted.server_id,
-                             await router.region_of("server", wanted.server_id) if wanted.server_id else None)
+        volume_region = await router.region_of("volume", wanted.volume_id)
+        server_region = await router.region_of("server", wanted.server_id) if wanted.server_id else None
+        if volume_region and server_region and volume_region != server_region:
+            # Name the other region only to a caller who may see both (else a 404, as
+            # the region would answer a stranger).
+            if not await router.visible_to("volume", wanted.volume_id, call.identity):
+                volume_region = None
+            elif not await router.visible_to("server", str(wanted.server_id), call.identity):
+                server_region = None
+        region = same_region(wanted.volume_id, volume_region, wanted.server_id, server_region)
         reply = await self.gateway.fwd.forward(call, region, "POST", call.rel)
         if 200 <= reply.status < 300 and reply.is_json:
             made = ((reply.json() or {}).get("attachment") or {}).get("id")

@@ -35,7 +35,10 @@ async def external_events(call: Call, router: Router, fwd: Forwarder) -> web.Res
         if region:
             by_region.setdefault(region, []).append(event)
     if not by_region:
-        raise Fault(404, "No instances found for any event.")
+        # No server of these is known: the master answers as Nova does for this
+        # caller (403 to a non-admin), never a 404 of ours that a stranger could read.
+        master = await router.master_region()
+        return fwd.render(call, await fwd.forward(call, master, "POST", call.rel), master)
     replies = await asyncio.gather(*(fwd.forward(call, r, "POST", call.rel, body=json.dumps({"events": evs}).encode())
                                      for r, evs in by_region.items()))
     merged = [e for reply in replies for e in ((reply.json() or {}).get("events") or [])]

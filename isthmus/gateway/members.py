@@ -81,6 +81,8 @@ class MemberCalls:
         if volume_region is None:
             raise Fault(404, f"Volume {volume_id} could not be found.")
         if volume_region != server_region:
+            if not await self.router.visible_to("volume", volume_id, call.identity):
+                raise Fault(404, f"Volume {volume_id} could not be found.")  # as the region answers a stranger
             raise Fault(400, f"Server and volume {volume_id} are not in the same region.")
 
     async def _deleted_server_actions(self, call: Call, spec: Routed, resource_id: str) -> web.Response:

@@ -125,6 +125,15 @@ class Router:
             self._remember(kind, resource_id, region)
         return region
 
+    async def visible_to(self, kind: str, resource_id: str, identity) -> bool:
+        """Whether the routing table says ``identity`` may see the object (its own
+        project's, or an admin): so that an answer that names another region tells a
+        stranger nothing (a 404, as the region would answer that caller)."""
+        if identity.is_admin:
+            return True
+        rows = await self._db(self.registry.routings_of, resource_id, kind)
+        return any(row.project_id == identity.project_id for row in rows)
+
     async def record(self, kind: str, resource_id: str, region: str, project_id: str) -> None:
         """Persist a routing now (creates): raises if the database refuses."""
         pod = await self.pod(region)

@@ -319,3 +319,29 @@ async def test_an_expired_version_cache_is_refreshed_behind_requests_not_in_them
     await asyncio.sleep(0.2)
     assert two.arrived > before  # the refresh went out...
     assert not gateway.versions._refreshing[api].done()  # ...and is still waiting on the hung region
+
+
+async def test_a_volume_in_another_region_is_named_only_to_who_may_see_it(env):
+    """Issue 26 item 5: attaching another project's volume (in another region) to
+    one's server answered 400 "not in the same region": proof that the id exists.
+    A stranger now gets the 404 the region would give; its owner the 400."""
+    client, gateway, one, two, _ = env
+    mine = one.add("mine")
+    await gateway.router.record("server", mine["id"], "RegionOne", PROJECT)
+    theirs, ours = "11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"
+    await gateway.router.record("volume", theirs, "RegionTwo", OTHER)
+    await gateway.router.record("volume", ours, "RegionTwo", PROJECT)
+    path = f"/compute/v2.1/servers/{mine['id']}/os-volume_attachments"
+    stranger = await client.post(path, headers=USER, json={"volumeAttachment": {"volumeId": theirs}})
+    assert stranger.status == 404 and "could not be found" in await stranger.text()
+    owner = await client.post(path, headers=USER, json={"volumeAttachment": {"volumeId": ours}})
+    assert owner.status == 400 and "same region" in await owner.text()
+
+
+async def test_external_events_for_unknown_servers_answer_as_nova(env):
+    """Issue 26 item 5: a non-admin got our 404 (no such servers) before Nova's 403."""
+    client, gateway, one, two, _ = env
+    body = {"events": [{"name": "network-changed", "server_uuid": "00000000-0000-0000-0000-000000000000"}]}
+    resp = await client.post("/compute/v2.1/os-server-external-events", headers=USER, json=body)
+    assert resp.status == 404 and "No instances found" not in await resp.text()
+    assert any(r[1].endswith("/os-server-external-events") for r in one.requests)  # the master answered
