@@ -49,6 +49,12 @@ gateway_opts = [
     cfg.BoolOpt("replicate_images", default=True,
                 help="Copy a master-region image (same UUID) into the target region before a server boots "
                 "from it there."),
+    cfg.IntOpt("image_copy_workers", default=4, min=1,
+               help="Image copies made at once (their own pool: they never hold up quota checks or creates)."),
+    cfg.IntOpt("image_copy_queue", default=8, min=0,
+               help="Image copies that may wait for a worker; a boot needing one more is a 503 (retry later)."),
+    cfg.FloatOpt("image_copy_timeout", default=900.0, min=1.0,
+                 help="Seconds a boot waits for its image copy; then a 503 (the copy goes on, a retry finds it)."),
 ]
 
 cli_opts = [cfg.BoolOpt("debug", short="d", default=False, help="Debug logging.")]

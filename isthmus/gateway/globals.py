@@ -9,12 +9,14 @@ from the region registry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from urllib.parse import parse_qs
 
 from isthmus.gateway import images
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.pools import AdmissionPool, Busy
 from isthmus.gateway.quotas import QuotaGuard, Reservations
 from isthmus.gateway.sync import (
     FLAVOR_SYNC,
@@ -122,6 +124,11 @@ def install(gateway, conf, engine, session) -> None:
     gateway.local_handlers[("volume", "limits")] = limits  # Cinder's usage summed over regions too
 
     if conf.gateway.replicate_images:
+        # Image copies get their own pool, bounded and refusing when full: a burst of
+        # large copies never stalls the quota checks and DB writes of other tenants.
+        image_copies = AdmissionPool(conf.gateway.image_copy_workers, conf.gateway.image_copy_queue,
+                                     "gateway-images")
+
         async def copy_images(call, spec, region, server) -> None:
             if spec.kind != "server":
                 return
@@ -150,7 +157,14 @@ def install(gateway, conf, engine, session) -> None:
                     if not await gateway.background.run(images.visible_to, session, image_id, master,
                                                    call.identity.token, interface):
                         continue  # not the caller's to use: Nova answers for it
-                    await gateway.background.run(images.ensure_image, session, image_id, master, region, interface)
+                    await asyncio.wait_for(
+                        image_copies.run(images.ensure_image, session, image_id, master, region, interface),
+                        conf.gateway.image_copy_timeout)
+                except Busy:
+                    raise Fault(503, f"Too many image copies to {region} under way; retry later.") from None
+                except TimeoutError:
+                    raise Fault(503, f"The copy of image {image_id} to {region} is still under way; "
+                                     "retry later.") from None
                 except Exception as err:  # noqa: BLE001 - Nova reports a missing image itself
                     LOG.warning("%s: copying image %s to %s failed: %s", call.request_id, image_id, region, err)
         gateway.before_create.append(copy_images)

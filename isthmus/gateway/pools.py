@@ -29,3 +29,27 @@ class BoundedPool:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class Busy(Exception):
+    """An admission pool's workers and queue are all taken."""
+
+
+class AdmissionPool(BoundedPool):
+    """A pool that refuses at once, instead of queueing without bound, when its
+    ``workers`` are busy and ``queue`` more wait already (image copies: eight large
+    copies must not hold every tenant's creates behind them)."""
+
+    def __init__(self, workers: int, queue: int, name: str) -> None:
+        super().__init__(workers, name)
+        self.capacity = workers + queue
+        self.in_flight = 0  # touched on the event loop only
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self.in_flight >= self.capacity:
+            raise Busy(f"{self.in_flight} in flight")
+        self.in_flight += 1
+        try:
+            return await super().run(fn, *args, **kwargs)
+        finally:
+            self.in_flight -= 1
