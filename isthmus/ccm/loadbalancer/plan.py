@@ -205,10 +205,13 @@ def plan_service(service: m.ServiceView, nodes: Iterable[m.LBNode], config: Load
     plan = Plan(unknown_annotations=m.unknown_annotations(service.annotations))
     ann = service.annotations
     plan.hostname = m.annotation(ann, m.ANN_HOSTNAME)
-    members = member_nodes(nodes)
-    by_region: dict[str, list[m.LBNode]] = {}
-    for node in members:
-        by_region.setdefault(node.region, []).append(node)
+    # A region is wanted while the cluster has a node there (any state): a WAN
+    # partition (NotReady) or a maintenance cordon empties the region's pool but
+    # keeps its load balancer and floating IP, so the Service's address stays.
+    nodes = list(nodes)
+    by_region: dict[str, list[m.LBNode]] = {n.region: [] for n in nodes if not n.excluded}
+    for node in member_nodes(nodes):
+        by_region[node.region].append(node)
     if "" in by_region:
         names = ", ".join(n.name for n in by_region.pop(""))
         plan.problems.append(f"nodes with no region (no providerID region, no {m.LABEL_REGION} label): {names}")
@@ -226,8 +229,12 @@ def plan_service(service: m.ServiceView, nodes: Iterable[m.LBNode], config: Load
             plan.problems.append(f"no member node in region {wanted} (annotation {m.ANN_REGION})")
     elif not by_region:
         plan.no_nodes = True
-        plan.problems.append("no Ready node to use as a member: load balancers left as they are")
+        plan.problems.append("no node to use as a member: load balancers left as they are")
         return plan
+    for region, members in sorted(by_region.items()):
+        if not members:
+            plan.problems.append(f"region {region}: no Ready, schedulable node: its pools are emptied, its load "
+                                 f"balancer and address kept")
     name = lb_name(cluster, service.namespace, service.name)
     if service.load_balancer_ip and len(by_region) > 1:
         plan.problems.append("spec.loadBalancerIP names one floating IP but the Service spans several regions: "

@@ -105,8 +105,16 @@ async def test_ensure_places_per_region_sets_status_finalizer_and_events(
     assert octavias["RegionOne"].tree()[LB][("TCP", 80)]["members"] == [("10.0.0.1", 30080), ("10.0.0.2", 30080)]
     assert len(octavias["RegionTwo"].writes) == writes["RegionTwo"]
 
-    # RegionTwo loses its last node: its load balancer goes, RegionOne's stays
+    # Issue 26 item 9: RegionTwo's last node goes NotReady (a WAN partition): its pool
+    # empties, its load balancer (and address) stays
     put_node(kmock, "b1", "RegionTwo", "10.1.0.1", ready=False)
+    await in_thread(ctl.sync)
+    assert len(octavias["RegionTwo"].lbs) == 1 and len(octavias["RegionOne"].lbs) == 1
+    assert octavias["RegionTwo"].tree()[LB][("TCP", 80)]["members"] == []
+    assert service(kmock)["status"]["loadBalancer"]["ingress"] == [{"ip": "10.9.0.1"}]
+    # RegionTwo has no node at all any more: the cluster left it, its load balancer goes
+    del kmock.objects[NODES, None, "b1"]
+    del kmock.objects[NODES, None, "b2"]
     await in_thread(ctl.sync)
     assert octavias["RegionTwo"].lbs == {} and len(octavias["RegionOne"].lbs) == 1
 
@@ -184,7 +192,7 @@ async def test_no_nodes_changes_nothing(kmock: Any, octavias: dict[str, FakeOcta
     put_node(kmock, "a1", "RegionOne", "10.0.0.1", ready=False)
     await in_thread(ctl.sync)
     assert len(octavias["RegionOne"].lbs) == 1  # a transient empty node set tears nothing down
-    assert any("no Ready node" in e[2] for e in events(kmock))
+    assert any("no Ready, schedulable node" in e[2] for e in events(kmock))
 
 
 @pytest.mark.asyncio

@@ -231,3 +231,15 @@ def test_bad_annotation_values_fall_back_and_are_reported() -> None:
     plan = plan_service(svc(ann), [node("n1", "RegionOne", "10.0.0.1")], CONFIG, REGIONS)
     assert plan.load_balancers["RegionOne"].listeners[0].lb_method == "ROUND_ROBIN"
     assert len(plan.problems) == 2  # lb-method, keep-floatingip (no monitor: delay unused)
+
+
+def test_a_cordoned_or_partitioned_region_keeps_its_load_balancer_with_an_empty_pool():
+    """Issue 26 item 9: a region whose nodes were all NotReady or cordoned lost its
+    load balancer (and floating IP): the Service's address changed."""
+    nodes = [node("a1", "RegionOne", "10.0.0.1"),
+             node("b1", "RegionTwo", "10.1.0.1", unschedulable=True),
+             node("b2", "RegionTwo", "10.1.0.2", ready=False)]
+    plan = plan_service(svc(), nodes, CONFIG, REGIONS)
+    assert set(plan.load_balancers) == {"RegionOne", "RegionTwo"}
+    assert all(not listener.members for listener in plan.load_balancers["RegionTwo"].listeners)
+    assert any("RegionTwo: no Ready, schedulable node" in p for p in plan.problems)
