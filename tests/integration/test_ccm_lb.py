@@ -107,22 +107,23 @@ def controller(kmock: Any, world: LBWorld) -> Any:
                              cluster_name=world.tag, wait_timeout=120, resync=0)
 
 
-def put_node(kmock: Any, name: str, region: str, ip: str, ready: bool = True) -> None:
+def put_node(kmock: Any, name: str, region: str, ip: str, ready: bool = True, unschedulable: bool = False) -> None:
     kmock.objects[resource("nodes"), None, name] = {
         "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
-        "spec": {"providerID": f"openstack://{region}/{uuid.uuid4()}"},
+        "spec": {"providerID": f"openstack://{region}/{uuid.uuid4()}", "unschedulable": unschedulable},
         "status": {"addresses": [{"type": "InternalIP", "address": ip}],
                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-def put_service(kmock: Any, name: str, ports: tuple[tuple[str, int, int], ...] = (("TCP", 80, 30080),)) -> str:
+def put_service(kmock: Any, name: str, ports: tuple[tuple[str, int, int], ...] = (("TCP", 80, 30080),),
+                **spec: Any) -> str:
     uid = str(uuid.uuid4())
     kmock.objects[resource("services"), "default", name] = {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": "default", "uid": uid, "annotations": {}},
         "spec": {"type": "LoadBalancer", "ports": [
             {"name": f"p{port}", "protocol": proto, "port": port, "nodePort": node_port}
-            for proto, port, node_port in ports]},
+            for proto, port, node_port in ports], **spec},
         "status": {}}
     return uid
 
@@ -169,6 +170,7 @@ def lb_tree(world: LBWorld, region: str, name: str) -> dict[str, Any] | None:
         monitor = octavia.get_health_monitor(pool.health_monitor_id) if pool.health_monitor_id else None
         listeners[(listener.protocol, listener.protocol_port)] = {
             "pool": (pool.protocol, pool.lb_algorithm), "members": members,
+            "allowed_cidrs": sorted(listener.allowed_cidrs or []),
             "monitor": (monitor.type, monitor.delay) if monitor else None}
     return {"id": lb.id, "status": lb.provisioning_status, "vip_subnet": lb.vip_subnet_id,
             "description": lb.description, "listeners": listeners}
@@ -266,6 +268,38 @@ async def test_nodes_in_both_regions_get_a_load_balancer_in_each(kmock: Any, lbw
     assert service(kmock, name) is None
     for region in REGIONS:
         assert await in_thread(functools.partial(lb_tree, lbworld, region, lb_name(lbworld, name))) is None
+
+
+@pytest.mark.asyncio
+async def test_source_ranges_in_every_region_and_a_cordoned_region_keeps_its_load_balancer(
+        kmock: Any, lbworld: LBWorld) -> None:
+    """Issue 26 items 9 and 10, on the Octavia sandbox: listeners allow exactly
+    spec.loadBalancerSourceRanges in each region; cordoning (and partitioning) every
+    node of one region keeps its load balancer, emptied, and the Service's address."""
+    name = f"{lbworld.tag}-ranges"
+    put_node(kmock, "r-one", "RegionOne", "10.130.0.31")
+    put_node(kmock, "r-two", "RegionTwo", "10.131.0.31")
+    put_service(kmock, name, loadBalancerSourceRanges=["10.9.0.0/16"])
+    ctl = controller(kmock, lbworld)
+    outcome = (await in_thread(ctl.sync))[f"default/{name}"]
+    assert not outcome.failed, outcome
+    before = {}
+    for region in REGIONS:
+        tree = await in_thread(functools.partial(lb_tree, lbworld, region, lb_name(lbworld, name)))
+        assert tree is not None and tree["listeners"][("TCP", 80)]["allowed_cidrs"] == ["10.9.0.0/16"], region
+        before[region] = tree["id"]
+    ingress = existing_service(kmock, name)["status"]["loadBalancer"]["ingress"]
+    put_node(kmock, "r-one", "RegionOne", "10.130.0.31", ready=False, unschedulable=True)
+    outcome = (await in_thread(ctl.sync))[f"default/{name}"]
+    assert not outcome.failed, outcome
+    tree = await in_thread(functools.partial(lb_tree, lbworld, "RegionOne", lb_name(lbworld, name)))
+    assert tree is not None and tree["id"] == before["RegionOne"]
+    assert tree["listeners"][("TCP", 80)]["members"] == []
+    assert existing_service(kmock, name)["status"]["loadBalancer"]["ingress"] == ingress
+    await in_thread(lambda: core_api(kmock).delete_namespaced_service(name, "default"))
+    await in_thread(ctl.sync)
+    for node in ("r-one", "r-two"):
+        await in_thread(lambda node=node: core_api(kmock).delete_node(node))
 
 
 def sandbox_service(action: str, state_dir: Path, name: str) -> None:

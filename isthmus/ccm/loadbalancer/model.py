@@ -43,6 +43,8 @@ ANN_MONITOR_DELAY = PREFIX + "health-monitor-delay"
 ANN_MONITOR_TIMEOUT = PREFIX + "health-monitor-timeout"
 ANN_MONITOR_MAX_RETRIES = PREFIX + "health-monitor-max-retries"
 ANN_MONITOR_MAX_RETRIES_DOWN = PREFIX + "health-monitor-max-retries-down"
+# Kubernetes' own (read when spec.loadBalancerSourceRanges is empty), as OCCM does.
+ANN_SOURCE_RANGES = "service.beta.kubernetes.io/load-balancer-source-ranges"
 
 REGIONAL_ANNOTATIONS = (ANN_SUBNET_ID, ANN_NETWORK_ID, ANN_MEMBER_SUBNET_ID, ANN_FLOATING_NETWORK_ID)
 SUPPORTED_ANNOTATIONS = frozenset({
@@ -77,6 +79,7 @@ class ServiceView:
     annotations: Mapping[str, str] = field(default_factory=dict)
     load_balancer_class: str = ""
     load_balancer_ip: str = ""
+    source_ranges: tuple[str, ...] = ()  # spec.loadBalancerSourceRanges
     finalizers: tuple[str, ...] = ()
     deleting: bool = False
     ingress: tuple[Mapping[str, str], ...] = ()
@@ -123,6 +126,7 @@ def service_view(svc: Any) -> ServiceView:
         annotations=dict(meta.annotations or {}),
         load_balancer_class=(spec.load_balancer_class if spec else None) or "",
         load_balancer_ip=(spec.load_balancer_ip if spec else None) or "",
+        source_ranges=tuple((spec.load_balancer_source_ranges if spec else None) or ()),
         finalizers=tuple(meta.finalizers or ()),
         deleting=meta.deletion_timestamp is not None,
         ingress=ingress,

@@ -12,6 +12,7 @@ carries the Service's UID are touched (:func:`plan.is_ours`).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from collections.abc import Callable
@@ -64,6 +65,7 @@ class ListenerRecord:
     port: int
     default_pool_id: str = ""
     connection_limit: int = -1
+    allowed_cidrs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ class OctaviaAPI(Protocol):
     def delete_load_balancer(self, lb_id: str) -> None: ...
     def get_listener(self, listener_id: str) -> ListenerRecord | None: ...
     def create_listener(self, lb_id: str, listener: Listener) -> ListenerRecord: ...
-    def update_listener(self, listener_id: str, connection_limit: int) -> None: ...
+    def update_listener(self, listener_id: str, connection_limit: int, allowed_cidrs: tuple[str, ...]) -> None: ...
     def delete_listener(self, listener_id: str) -> None: ...
     def get_pool(self, pool_id: str) -> PoolRecord | None: ...
     def create_pool(self, listener_id: str, listener: Listener) -> PoolRecord: ...
@@ -132,6 +134,11 @@ class OctaviaAPI(Protocol):
     def create_floating_ip(self, network_id: str, port_id: str, description: str) -> FloatingIP: ...
     def set_floating_ip_port(self, fip_id: str, port_id: str | None) -> None: ...
     def delete_floating_ip(self, fip_id: str) -> None: ...
+
+
+def _cidrs(raw: Any) -> tuple[str, ...]:
+    """Octavia's ``allowed_cidrs`` (None or a list) as the plan writes them."""
+    return tuple(sorted(str(ipaddress.ip_network(c, strict=False)) for c in raw or ()))
 
 
 # --- floating IP decisions (pure) ------------------------------------------------------------
@@ -264,10 +271,28 @@ class RegionReconciler:
             if rec is None:
                 rec = self.api.create_listener(lb.id, listener)
                 self._changed(lb.id, changes, f"created listener {key[0]}/{key[1]}")
-            elif rec.connection_limit != listener.connection_limit:
-                self.api.update_listener(rec.id, listener.connection_limit)
-                self._changed(lb.id, changes, f"updated listener {key[0]}/{key[1]}")
+            elif (rec.connection_limit, rec.allowed_cidrs) != (listener.connection_limit, listener.allowed_cidrs):
+                rec = self._update_listener(lb, rec, listener, changes)
+            if rec.allowed_cidrs != listener.allowed_cidrs:
+                # This Octavia ignored the source ranges: never expose the Service
+                # wider than asked; its listener goes until the ranges can be kept.
+                self.api.delete_listener(rec.id)
+                raise LBError(self.region, f"listener {key[0]}/{key[1]}: this Octavia does not restrict "
+                                           f"sources (allowed_cidrs); not exposed here")
             self._ensure_pool(lb, rec, listener, desired.member_subnet_id, changes)
+
+    def _update_listener(self, lb: LBRecord, rec: ListenerRecord, listener: Listener,
+                         changes: list[str]) -> ListenerRecord:
+        """Update, then read back what Octavia kept (it may ignore ``allowed_cidrs``)."""
+        try:
+            self.api.update_listener(rec.id, listener.connection_limit, listener.allowed_cidrs)
+        except LBError:
+            if listener.allowed_cidrs != rec.allowed_cidrs:
+                self.api.delete_listener(rec.id)  # not restricted as asked: not exposed at all
+                self._changed(lb.id, changes, f"deleted listener {rec.protocol}/{rec.port}: sources not restricted")
+            raise
+        self._changed(lb.id, changes, f"updated listener {rec.protocol}/{rec.port}")
+        return self.api.get_listener(rec.id) or rec
 
     def _ensure_pool(self, lb: LBRecord, listener_rec: ListenerRecord, listener: Listener, subnet_id: str,
                      changes: list[str]) -> None:
@@ -443,17 +468,23 @@ class OctaviaClient:
             return None
         limit = raw.connection_limit
         return ListenerRecord(raw.id, raw.name or "", raw.protocol, int(raw.protocol_port),
-                              raw.default_pool_id or "", -1 if limit is None else int(limit))
+                              raw.default_pool_id or "", -1 if limit is None else int(limit),
+                              _cidrs(raw.allowed_cidrs))
 
     def create_listener(self, lb_id: str, listener: Listener) -> ListenerRecord:
+        extra = {"allowed_cidrs": list(listener.allowed_cidrs)} if listener.allowed_cidrs else {}
         raw = self._do(f"create listener {listener.name}", lambda: self._lbs.create_listener(
             load_balancer_id=lb_id, name=listener.name, protocol=listener.protocol,
-            protocol_port=listener.port, connection_limit=listener.connection_limit))
-        return ListenerRecord(raw.id, raw.name or "", listener.protocol, listener.port, "", listener.connection_limit)
+            protocol_port=listener.port, connection_limit=listener.connection_limit, **extra))
+        # What Octavia answered, not what was asked: an Octavia that ignores the
+        # attribute must show as unrestricted.
+        return ListenerRecord(raw.id, raw.name or "", listener.protocol, listener.port, "", listener.connection_limit,
+                              _cidrs(raw.allowed_cidrs))
 
-    def update_listener(self, listener_id: str, connection_limit: int) -> None:
-        self._do(f"update listener {listener_id}",
-                 lambda: self._lbs.update_listener(listener_id, connection_limit=connection_limit))
+    def update_listener(self, listener_id: str, connection_limit: int, allowed_cidrs: tuple[str, ...]) -> None:
+        # Octavia takes null for "every source" (an empty list is refused).
+        self._do(f"update listener {listener_id}", lambda: self._lbs.update_listener(
+            listener_id, connection_limit=connection_limit, allowed_cidrs=list(allowed_cidrs) or None))
 
     def delete_listener(self, listener_id: str) -> None:
         self._do(f"delete listener {listener_id}", lambda: self._lbs.delete_listener(listener_id, ignore_missing=True))

@@ -17,6 +17,7 @@ only a load balancer with our description is ever changed or deleted.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -59,6 +60,7 @@ class Listener:
     monitor: Monitor | None
     monitor_name: str
     connection_limit: int = -1
+    allowed_cidrs: tuple[str, ...] = ()  # empty: open to every source
 
     @property
     def key(self) -> tuple[str, int]:
@@ -116,6 +118,21 @@ def is_ours(description: str | None, uid: str) -> bool:
     return bool(uid) and (description or "").startswith(ownership_marker(uid) + " ")
 
 
+def source_ranges(service: m.ServiceView) -> tuple[str, ...]:
+    """``spec.loadBalancerSourceRanges``, else Kubernetes' annotation; normalised and
+    sorted. ValueError naming the range that is not a CIDR."""
+    raw = list(service.source_ranges) or [
+        r for r in m.annotation(service.annotations, m.ANN_SOURCE_RANGES).split(",") if r.strip()]
+    cidrs = set()
+    for entry in raw:
+        try:
+            cidrs.add(str(ipaddress.ip_network(entry.strip(), strict=False)))
+        except ValueError:
+            raise ValueError(f"loadBalancerSourceRanges: {entry.strip()!r} is not a CIDR: "
+                             f"load balancers left as they are") from None
+    return tuple(sorted(cidrs))
+
+
 def member_nodes(nodes: Iterable[m.LBNode]) -> list[m.LBNode]:
     """Ready, schedulable, not excluded, with an address; sorted by name."""
     return sorted((n for n in nodes if n.ready and not n.unschedulable and not n.excluded and n.address),
@@ -167,6 +184,7 @@ def _listeners(service: m.ServiceView, name: str, opts: LBOptions, nodes: Sequen
         method = opts.lb_method
     proxy = _bool(ann, m.ANN_PROXY_PROTOCOL, False, problems)
     limit = _int(ann, m.ANN_CONNECTION_LIMIT, -1, problems)
+    cidrs = source_ranges(service)
     listeners = []
     for index, port in enumerate(service.ports):
         if port.protocol not in PROTOCOLS:
@@ -192,6 +210,7 @@ def _listeners(service: m.ServiceView, name: str, opts: LBOptions, nodes: Sequen
             monitor=_monitor(service, opts, pool_protocol, problems),
             monitor_name=f"monitor_{index}_{name}"[:NAME_LIMIT],
             connection_limit=limit,
+            allowed_cidrs=cidrs,
         ))
     keys = [lst.key for lst in listeners]
     if len(keys) != len(set(keys)):
@@ -230,6 +249,14 @@ def plan_service(service: m.ServiceView, nodes: Iterable[m.LBNode], config: Load
     elif not by_region:
         plan.no_nodes = True
         plan.problems.append("no node to use as a member: load balancers left as they are")
+        return plan
+    try:
+        source_ranges(service)
+    except ValueError as exc:
+        # A range that cannot be read must never leave the Service open to the world:
+        # change nothing until it is fixed.
+        plan.problems.append(str(exc))
+        plan.no_nodes = True
         return plan
     for region, members in sorted(by_region.items()):
         if not members:

@@ -37,6 +37,7 @@ class FakeOctavia:
     writes: list[str] = field(default_factory=list)
     pending_reads: int = 0  # get_load_balancer answers PENDING_UPDATE this many times
     subnets: dict[str, str] = field(default_factory=dict)  # member address -> subnet seen
+    ignores_cidrs: bool = False  # an Octavia (API < 2.12, or a provider) without allowed_cidrs
 
     def _read(self, what: str) -> None:
         if self.down:
@@ -79,15 +80,16 @@ class FakeOctavia:
     def create_listener(self, lb_id: str, listener: Listener) -> ListenerRecord:
         self._write(f"create listener {listener.protocol}/{listener.port}")
         rec = ListenerRecord(new_id("listener"), listener.name, listener.protocol, listener.port, "",
-                             listener.connection_limit)
+                             listener.connection_limit, () if self.ignores_cidrs else listener.allowed_cidrs)
         self.listeners[rec.id] = rec
         lb = self.lbs[lb_id]
         self.lbs[lb_id] = replace(lb, listener_ids=(*lb.listener_ids, rec.id))
         return rec
 
-    def update_listener(self, listener_id: str, connection_limit: int) -> None:
+    def update_listener(self, listener_id: str, connection_limit: int, allowed_cidrs: tuple[str, ...] = ()) -> None:
         self._write(f"update listener {listener_id}")
-        self.listeners[listener_id] = replace(self.listeners[listener_id], connection_limit=connection_limit)
+        self.listeners[listener_id] = replace(self.listeners[listener_id], connection_limit=connection_limit,
+                                              allowed_cidrs=() if self.ignores_cidrs else allowed_cidrs)
 
     def delete_listener(self, listener_id: str) -> None:
         self._write(f"delete listener {listener_id}")

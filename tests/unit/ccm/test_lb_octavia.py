@@ -198,3 +198,27 @@ def test_keep_floatingip_detaches_ours() -> None:
     reconciler(fake).delete(EXT.name, UID, keep_floatingip=True)
     (fip,) = fake.fips.values()
     assert fip.port_id == "" and fake.lbs == {}
+
+
+def test_source_ranges_restrict_every_listener_and_follow_changes() -> None:
+    """Issue 26 item 10: spec.loadBalancerSourceRanges was ignored (open to the world)."""
+    fake = FakeOctavia("RegionOne")
+    ann = {m.ANN_SOURCE_RANGES: "10.9.0.0/16, 192.0.2.7/32"}
+    reconciler(fake).ensure(desired(annotations=ann), UID, "ns/web")
+    (listener,) = fake.listeners.values()
+    assert listener.allowed_cidrs == ("10.9.0.0/16", "192.0.2.7/32")
+    reconciler(fake).ensure(desired(annotations={m.ANN_SOURCE_RANGES: "10.9.0.0/16"}), UID, "ns/web")
+    assert [lst.allowed_cidrs for lst in fake.listeners.values()] == [("10.9.0.0/16",)]
+    reconciler(fake).ensure(desired(), UID, "ns/web")  # ranges removed: open again
+    assert [lst.allowed_cidrs for lst in fake.listeners.values()] == [()]
+
+
+def test_an_octavia_that_cannot_restrict_sources_does_not_expose_the_service() -> None:
+    import pytest
+
+    from isthmus.ccm.loadbalancer.octavia import LBError
+
+    fake = FakeOctavia("RegionOne", ignores_cidrs=True)
+    with pytest.raises(LBError, match="does not restrict sources"):
+        reconciler(fake).ensure(desired(annotations={m.ANN_SOURCE_RANGES: "10.9.0.0/16"}), UID, "ns/web")
+    assert fake.listeners == {}

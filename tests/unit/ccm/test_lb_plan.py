@@ -243,3 +243,15 @@ def test_a_cordoned_or_partitioned_region_keeps_its_load_balancer_with_an_empty_
     assert set(plan.load_balancers) == {"RegionOne", "RegionTwo"}
     assert all(not listener.members for listener in plan.load_balancers["RegionTwo"].listeners)
     assert any("RegionTwo: no Ready, schedulable node" in p for p in plan.problems)
+
+
+def test_source_ranges_from_the_spec_or_the_annotation_and_a_bad_one_changes_nothing():
+    from isthmus.ccm.loadbalancer.plan import source_ranges
+
+    nodes = [node("a1", "RegionOne", "10.0.0.1")]
+    assert source_ranges(svc(source_ranges=("10.9.0.0/16",))) == ("10.9.0.0/16",)
+    assert source_ranges(svc({m.ANN_SOURCE_RANGES: "192.0.2.1/24,10.9.0.0/16"})) == ("10.9.0.0/16", "192.0.2.0/24")
+    plan = plan_service(svc(source_ranges=("10.9.0.0/16",)), nodes, CONFIG, REGIONS)
+    assert all(lst.allowed_cidrs == ("10.9.0.0/16",) for lst in plan.load_balancers["RegionOne"].listeners)
+    bad = plan_service(svc(source_ranges=("10.9.0.0/16", "office")), nodes, CONFIG, REGIONS)
+    assert bad.no_nodes and not bad.load_balancers and any("'office' is not a CIDR" in p for p in bad.problems)
