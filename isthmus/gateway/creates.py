@@ -95,7 +95,7 @@ class Creates:
                 raise Fault(400, f"Invalid input for field/attribute {spec.singular}.availability_zone: "
                                  f"{requested!r} is not a string.")
             zone, sep, host = (requested or "").partition(":")
-            pod = await self.router.choose(call.identity.project_id, zone or None)
+            pod = await self.router.choose(call.identity.project_id, zone or None, self.fwd.sick_regions())
             region = pod.region_name
             # A pod registered without its regional AZ name: the region's one zone,
             # so the server is still pinned to it (Nova >= 2.96 shows the pin).

@@ -65,6 +65,10 @@ class Forwarder:
                 raise Fault(503, f"{spec.label} {rid} is in region {region}, which is unavailable.") from None
             raise Fault(503, f"Region {region} is unavailable.") from None
 
+    def sick_regions(self) -> set[str]:
+        """Regions with a service whose breaker is open (no new binding goes there)."""
+        return {key.split(" ", 1)[0] for key, breaker in self.upstream.breakers().items() if breaker.open_for() > 0}
+
     def rewriter(self, call: Call) -> links.Rewriter:
         roots = tuple(sorted(ep.root for ep in self.catalog.endpoints_known(call.api.name)))
         key = (call.api.name, call.base, roots)

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -87,10 +88,13 @@ class Router:
         return [p.region_name for p in await self.pods() if p.az_name == az]
 
     # --- placement ---------------------------------------------------------------
-    async def choose(self, project_id: str, az: str | None) -> Pod:
-        """Where a new server/volume of ``project_id`` goes (reference §5.1, fixed):
-        the project's oldest binding that fits the AZ; else the first pod of that AZ
-        by region name, which becomes a binding. Unknown AZ: 400, nothing bound."""
+    async def choose(self, project_id: str, az: str | None, sick: Collection[str] = ()) -> Pod:
+        """Where a new server/volume of ``project_id`` goes: the project's oldest
+        binding that fits the AZ (an admin sets a preference by creating one through
+        the Admin API); else a new binding, to the region of that AZ with the fewest
+        bound projects (tenants spread over regions, never all on the first by name),
+        leaving out regions in ``sick`` (their breaker is open) while any other fits.
+        An existing binding never moves. Unknown AZ: 400, nothing bound."""
         pods = await self.pods()
         if not pods:
             raise Fault(503, "No region is available for new resources.")
@@ -101,7 +105,9 @@ class Router:
         for binding in await self._db(self.bindings.list, project_id):
             if binding.pod_id in by_id:
                 return by_id[binding.pod_id]
-        chosen = candidates[0]
+        healthy = [p for p in candidates if p.region_name not in sick] or candidates
+        counts = await self._db(self.bindings.counts)
+        chosen = min(healthy, key=lambda p: (counts.get(p.pod_id, 0), p.region_name))
         await self._db(self.bindings.bind, project_id, chosen.pod_id)
         return chosen
 

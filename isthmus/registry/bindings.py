@@ -51,6 +51,13 @@ class Bindings:
         with read_tx(self.engine) as conn:
             return [_binding(r) for r in conn.execute(query).mappings()]
 
+    def counts(self) -> dict[str, int]:
+        """Projects bound to each pod (pods with none are absent)."""
+        c = schema.bindings.c
+        query = sa.select(c.pod_id, sa.func.count()).group_by(c.pod_id)
+        with read_tx(self.engine) as conn:
+            return {pod_id: int(n) for pod_id, n in conn.execute(query)}
+
     def get(self, binding_id: int) -> Binding:
         with read_tx(self.engine) as conn:
             row = conn.execute(sa.select(schema.bindings).where(schema.bindings.c.id == binding_id)).mappings().first()

@@ -87,3 +87,16 @@ def test_rewriters_per_host_are_bounded():
     for n in range(MAX_REWRITERS * 3):
         fwd.rewriter(SimpleNamespace(api=api, base=f"http://evil-{n}.example"))  # type: ignore[arg-type]
     assert len(fwd._rewriters) == MAX_REWRITERS
+
+
+def test_new_tenants_spread_over_regions_and_skip_a_sick_one(tmp_path):
+    """Issue 26 item 8: every project without an AZ bound to the first region by name."""
+    async def run():
+        r = router(tmp_path)
+        placed = [(await r.choose(f"p{n}", None)).region_name for n in range(4)]
+        assert sorted(placed) == ["RegionOne", "RegionOne", "RegionTwo", "RegionTwo"]
+        assert (await r.choose("p0", None)).region_name == placed[0]  # a binding never moves
+        assert (await r.choose("p-new", None, sick={"RegionOne"})).region_name == "RegionTwo"
+        assert (await r.choose("p-new2", None, sick={"RegionOne", "RegionTwo"})).region_name  # all sick: still one
+        r.close()
+    asyncio.run(run())
