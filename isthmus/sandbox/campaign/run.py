@@ -74,23 +74,35 @@ def fault_names(layout: Layout, kinds: tuple[str, ...]) -> list[str]:
 
 def plan(names: list[str], settings: Settings) -> list[list[str]]:
     """``count`` cycles, seeded: every fault at least once before any repeats
-    (as far as ``count`` allows); some cycles pair two faults of different targets."""
+    (as far as ``count`` allows); some cycles pair two faults of different targets.
+    A pair's second fault is one of the kinds used least so far: kinds with one
+    fault (RabbitMQ, MariaDB, the Isthmus DB) come up as often as those with many."""
     rng = random.Random(settings.seed)
     order: list[str] = []
     while len(order) < settings.count:
         batch = list(names)
         rng.shuffle(batch)
         order += batch
+    used: dict[str, int] = {_kind(n): 0 for n in names}
     cycles = []
     for name in order[:settings.count]:
         cycle = [name]
+        used[_kind(name)] += 1
         if rng.random() < settings.pairs:
             others = [n for n in names if n.split(":", 1)[1] != name.split(":", 1)[1] and "restore" not in n
                       and "restore" not in name]
             if others:
-                cycle.append(rng.choice(others))
+                fewest = min(used[_kind(n)] for n in others)
+                partner = rng.choice([n for n in others if used[_kind(n)] == fewest])
+                used[_kind(partner)] += 1
+                cycle.append(partner)
         cycles.append(cycle)
     return cycles
+
+
+def _kind(name: str) -> str:
+    """The report's kind of a fault name (``kill:mariadb`` is MariaDB's)."""
+    return "mariadb" if name == "kill:mariadb" else name.split(":", 1)[0]
 
 
 def build(layout: Layout, name: str, backup: Path) -> fault_kinds.Fault:
@@ -273,8 +285,7 @@ def summary(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     rows: dict[str, list[Outcome]] = {}
     for outcome in outcomes:
         for name in outcome.faults:
-            rows.setdefault(name.split(":", 1)[0] if not name.startswith("kill:mariadb") else "mariadb",
-                            []).append(outcome)
+            rows.setdefault(_kind(name), []).append(outcome)
     table = []
     for kind, items in sorted(rows.items()):
         times = [o.converge_seconds for o in items if o.converge_seconds is not None]
