@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
+from isthmus import tls
 from isthmus.jobs import config as jobs_config
 
 DEFAULT_PORT = 19999  # Tricircle's Admin API port
@@ -32,8 +33,9 @@ api_opts = [
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(api_opts)
     jobs_config.register_opts(conf)  # [database] connection (once), [jobs]
+    tls.register_opts(conf)  # [ssl]: serve https
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     """For oslo-config-generator."""
-    return [(None, api_opts), *jobs_config.list_opts()]
+    return [(None, api_opts), *jobs_config.list_opts(), (tls.GROUP, tls.OPTS)]

@@ -114,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gunicorn.app.base import BaseApplication
     from oslo_log import log as oslo_log
 
+    from isthmus import tls
     from isthmus.db import make_engine
     from isthmus.db.migration import SchemaOutdated, require_current
 
@@ -136,6 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             self.cfg.set("threads", conf.api_threads)
             self.cfg.set("proc_name", PROG)
             self.cfg.set("keepalive", 75)
+            if conf.ssl.cert_file or conf.ssl.key_file:  # [ssl]: https only (isthmus/tls.py)
+                tls.server_context(conf)  # the same checks as the gateway's, before binding
+                self.cfg.set("certfile", conf.ssl.cert_file)
+                self.cfg.set("keyfile", conf.ssl.key_file)
+                if conf.ssl.ca_file:
+                    self.cfg.set("ca_certs", conf.ssl.ca_file)
+                    self.cfg.set("cert_reqs", 2)  # ssl.CERT_REQUIRED
             # gunicorn >= 27 otherwise opens one control socket per user, shared
             # by every gunicorn of that user on the host.
             if "control_socket_disable" in self.cfg.settings:

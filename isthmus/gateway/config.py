@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from isthmus import tls
+
 gateway_opts = [
     cfg.HostAddressOpt("bind_host", default="127.0.0.1", help="Address to listen on."),
     cfg.PortOpt("bind_port", default=19998, help="Port to listen on (Nova and Cinder share it)."),
@@ -66,6 +68,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     from isthmus.jobs import config as jobs_config
 
     conf.register_opts(gateway_opts, group="gateway")
+    tls.register_opts(conf)  # [ssl]: serve https
     jobs_config.register_opts(conf)  # [database] connection: the Isthmus DB (registry, jobs)
     ks_loading.register_auth_conf_options(conf, SERVICE_CREDENTIALS)
     ks_loading.register_session_conf_options(conf, SERVICE_CREDENTIALS)
@@ -95,4 +98,4 @@ def service_session(conf: cfg.ConfigOpts):
 
 
 def list_opts():
-    return [("gateway", gateway_opts)]
+    return [("gateway", gateway_opts), (tls.GROUP, tls.OPTS)]

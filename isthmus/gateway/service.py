@@ -75,8 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SchemaOutdated, MasterRegionMissing) as exc:
         logging.getLogger(__name__).error("%s", exc)
         return 2
+    from isthmus import tls
+
     web.run_app(gateway.make_app(), host=conf.gateway.bind_host, port=conf.gateway.bind_port,
-                access_log=None, print=None, shutdown_timeout=5)
+                access_log=None, print=None, shutdown_timeout=5, ssl_context=tls.server_context(conf))
     return 0
 
 
