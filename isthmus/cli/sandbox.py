@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--octavia", action="store_true",
                     help="Octavia per region (API and worker; amphora provider with no-op drivers: "
                          "load balancers reach ACTIVE without VMs), catalogued as load-balancer")
+    up.add_argument("--tls", action="store_true",
+                    help="the gateway and the Admin API serve https with a private CA (state dir tls/ca.pem, "
+                         "named in clouds.yaml as cacert)")
     up.add_argument("--stock-neutron", action="store_true",
                     help="one more neutron-server, stock ML2 and in no catalogue, at base port + 4: "
                          "the baseline of the differential fuzz tests (docs/fuzzing.md)")
@@ -115,7 +118,7 @@ def _up(args) -> int:
     layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=parse_regions(args.regions),
                     compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
                     neutron_page_limit=args.neutron_page_limit, dataplane=args.dataplane,
-                    stock_neutron=args.stock_neutron, octavia=args.octavia)
+                    stock_neutron=args.stock_neutron, octavia=args.octavia, tls=args.tls)
     return control.up(layout, schema_cache=not args.no_schema_cache)
 
 

@@ -57,6 +57,19 @@ class GatewayValues:
     # Which catalogue interface the gateway forwards to.
     interface: str = "public"
     debug: bool = False
+    tls: TLSFiles | None = None  # serve https
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """``[ssl]`` of a service that serves https (isthmus/tls.py)."""
+
+    cert_file: str
+    key_file: str
+
+
+def ssl_section(tls: TLSFiles | None) -> Sections:
+    return {"ssl": {"cert_file": tls.cert_file, "key_file": tls.key_file}} if tls else {}
 
 
 def gateway_conf(values: GatewayValues) -> Sections:
@@ -71,6 +84,7 @@ def gateway_conf(values: GatewayValues) -> Sections:
         "database": {"connection": values.database_connection},
         "keystone_authtoken": keystone_authtoken(values.service_user),
         "service_credentials": {**service_client(values.service_user), "interface": values.interface},
+        **ssl_section(values.tls),
     }
 
 
@@ -133,6 +147,7 @@ class AdminAPIValues:
     database_connection: str
     service_user: ServiceUser
     debug: bool = False
+    tls: TLSFiles | None = None  # serve https
 
 
 def admin_api_conf(values: AdminAPIValues) -> Sections:
@@ -140,4 +155,5 @@ def admin_api_conf(values: AdminAPIValues) -> Sections:
         "DEFAULT": {"debug": values.debug, "bind_host": values.bind_host, "bind_port": values.bind_port},
         "database": {"connection": values.database_connection},
         "keystone_authtoken": keystone_authtoken(values.service_user),
+        **ssl_section(values.tls),
     }

@@ -26,7 +26,8 @@ def config_path(layout: Layout) -> Path:
 def values(layout: Layout) -> AdminAPIValues:
     return AdminAPIValues(bind_host="127.0.0.1", bind_port=layout.admin_api_port,
                           database_connection=layout.isthmus_db_url,
-                          service_user=ServiceUser(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION))
+                          service_user=ServiceUser(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION),
+                          tls=layout.tls_files())
 
 
 def write_config(layout: Layout) -> Path:
@@ -44,4 +45,5 @@ def start(layout: Layout) -> process.ServiceRecord:
     config_dir(layout).mkdir(parents=True, exist_ok=True)
     files = [conf, *sorted(config_dir(layout).glob("*.conf"))]
     return runtime.start_wsgi(layout, NAME, "isthmus_admin", layout.admin_api_port,
-                              {"OS_ISTHMUS_CONFIG_FILES": ";".join(map(str, files))}, threads=4, health_path="/")
+                              {"OS_ISTHMUS_CONFIG_FILES": ";".join(map(str, files))}, threads=4, health_path="/",
+                              tls=layout.tls_files())

@@ -21,6 +21,8 @@ def _cloud(layout: Layout, user: str, project: str) -> dict:
         "regions": [*layout.regions, CENTRAL_REGION],
         "identity_api_version": 3,
         "interface": "public",
+        # --tls: the gateway's and the Admin API's certificates are verified against it.
+        **({"cacert": layout.ca_file} if layout.ca_file else {}),
     }
 
 

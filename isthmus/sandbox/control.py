@@ -30,7 +30,7 @@ def status(layout: Layout) -> list[ServiceStatus]:
     for record in process.ServiceRecord.load_all(layout.run):
         running = process.pid_alive(record.pid)
         if record.url:
-            healthy = running and process.http_ok(record.url)
+            healthy = running and process.http_ok(record.url, ca=record.ca)
         elif record.port:
             healthy = running and process.port_is_listening(record.port)
         else:

@@ -23,11 +23,11 @@ def config_path(layout: Layout) -> Path:
 
 
 def compute_url(layout: Layout) -> str:
-    return layout.url(layout.gateway_port, "/compute/v2.1")
+    return layout.isthmus_url(layout.gateway_port, "/compute/v2.1")
 
 
 def volume_url(layout: Layout) -> str:
-    return layout.url(layout.gateway_port, "/volume/v3")
+    return layout.isthmus_url(layout.gateway_port, "/volume/v3")
 
 
 def master_region(layout: Layout) -> str:
@@ -36,11 +36,11 @@ def master_region(layout: Layout) -> str:
 
 def values(layout: Layout) -> GatewayValues:
     return GatewayValues(
-        bind_host="127.0.0.1", bind_port=layout.gateway_port, public_url=layout.url(layout.gateway_port),
+        bind_host="127.0.0.1", bind_port=layout.gateway_port, public_url=layout.isthmus_url(layout.gateway_port),
         central_region=CENTRAL_REGION, master_region=master_region(layout),
         database_connection=layout.isthmus_db_url,
         service_user=ServiceUser(layout.auth_url, SERVICE_USER, PASSWORD, CENTRAL_REGION),
-        list_timeout=10, catalog_ttl=60, interface="public",
+        list_timeout=10, catalog_ttl=60, interface="public", tls=layout.tls_files(),
     )
 
 
@@ -52,4 +52,5 @@ def start(layout: Layout) -> process.ServiceRecord:
     conf = write_config(layout)
     argv = [sys.executable, "-m", "isthmus.gateway.service", "--config-file", str(conf)]
     return process.start("isthmus-gateway", argv, log=layout.logs / "isthmus-gateway.log", run_dir=layout.run,
-                         port=layout.gateway_port, url=layout.url(layout.gateway_port, "/"))
+                         port=layout.gateway_port, url=layout.isthmus_url(layout.gateway_port, "/"),
+                         ca=layout.ca_file)

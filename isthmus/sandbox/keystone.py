@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from isthmus.operator.objects import fernet_keys
 from isthmus.render.ini import overlay
 from isthmus.render.services import KeystoneValues, keystone_conf
-from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox import gateway, ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 from isthmus.sandbox.schema_cache import SchemaCache, SQLiteFile, provide_sqlite
 
@@ -168,7 +168,7 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
     clients pinned to any region find identity in their catalog."""
     entries = [CatalogEntry("identity", "keystone", region, layout.auth_url) for region in layout.regions]
     entries += [CatalogEntry("network", "neutron", CENTRAL_REGION, layout.url(layout.central_neutron_port))]
-    entries += [CatalogEntry("multiregion", "isthmus", CENTRAL_REGION, layout.url(layout.admin_api_port))]
+    entries += [CatalogEntry("multiregion", "isthmus", CENTRAL_REGION, layout.isthmus_url(layout.admin_api_port))]
     for region in layout.regions:
         entries.append(CatalogEntry("network", "neutron", region, layout.url(layout.neutron_port(region))))
         if layout.compute:
@@ -187,9 +187,9 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
         # isthmus-gateway is CentralRegion's only compute endpoint; its images are the
         # master region's Glance (the gateway replicates them, same UUID, on first boot elsewhere).
         entries += [
-            CatalogEntry("compute", "nova", CENTRAL_REGION, layout.url(layout.gateway_port, "/compute/v2.1")),
-            CatalogEntry("block-storage", "cinder", CENTRAL_REGION, layout.url(layout.gateway_port, "/volume/v3")),
-            CatalogEntry("volumev3", "cinderv3", CENTRAL_REGION, layout.url(layout.gateway_port, "/volume/v3")),
+            CatalogEntry("compute", "nova", CENTRAL_REGION, gateway.compute_url(layout)),
+            CatalogEntry("block-storage", "cinder", CENTRAL_REGION, gateway.volume_url(layout)),
+            CatalogEntry("volumev3", "cinderv3", CENTRAL_REGION, gateway.volume_url(layout)),
             CatalogEntry("image", "glance", CENTRAL_REGION,
                          layout.url(layout.region_port(layout.regions[0], "glance"))),
         ]

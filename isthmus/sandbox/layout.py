@@ -13,6 +13,8 @@ import json
 import re
 from pathlib import Path
 
+from isthmus.render.services import TLSFiles
+
 CENTRAL_REGION = "CentralRegion"
 # A stock ML2 neutron-server next to central (``--stock-neutron``): not in any
 # catalogue; the differential fuzz tests' baseline (docs/fuzzing.md).
@@ -80,6 +82,8 @@ class Layout:
     # Octavia per region (API + worker, amphora provider, no-op drivers), catalogued
     # as load-balancer; off by default to keep the plain sandbox light.
     octavia: bool = False
+    # The gateway and the Admin API serve https (a private CA in tls/, clouds.yaml's cacert).
+    tls: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
@@ -115,8 +119,8 @@ class Layout:
         """Where each Isthmus service serves Prometheus metrics (docs/metrics.md)."""
         return {
             "isthmus-xjob": self.url(self.xjob_metrics_port, "/metrics"),
-            "isthmus-admin": self.url(self.admin_api_port, "/metrics"),
-            "isthmus-gateway": self.url(self.gateway_port, "/metrics"),
+            "isthmus-admin": self.isthmus_url(self.admin_api_port, "/metrics"),
+            "isthmus-gateway": self.isthmus_url(self.gateway_port, "/metrics"),
         }
 
     @property
@@ -148,6 +152,29 @@ class Layout:
 
     def url(self, port: int, path: str = "") -> str:
         return f"http://127.0.0.1:{port}{path}"
+
+    def isthmus_url(self, port: int, path: str = "") -> str:
+        """A URL of the gateway or the Admin API: https with ``--tls``."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{port}{path}"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.state_dir / "tls"
+
+    @property
+    def ca_file(self) -> str | None:
+        """The private CA clients trust (``--tls``), else None."""
+        return str(self.tls_dir / "ca.pem") if self.tls else None
+
+    def tls_files(self) -> TLSFiles | None:
+        """The server certificate the gateway and the Admin API present (``--tls``),
+        made with its CA on first use (isthmus/sandbox/tls.py), else None."""
+        if not self.tls:
+            return None
+        from isthmus.sandbox import tls
+
+        made = tls.ensure(self.tls_dir)
+        return TLSFiles(str(made.cert), str(made.key))
 
     # --- paths -----------------------------------------------------------------
     @property

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -35,6 +36,7 @@ class ServiceRecord:
     url: str | None = None  # health URL, if the service speaks HTTP
     log_offset: int = 0  # size of the log when this run started (logs are appended to)
     ready_line: str | None = None  # what this run logs once it listens (gunicorn's "Listening at: URL")
+    ca: str | None = None  # the CA an https health URL is verified with (``--tls``)
 
     def save(self, run_dir: Path) -> None:
         (run_dir / f"{self.name}.json").write_text(json.dumps(dataclasses.asdict(self)))
@@ -96,6 +98,7 @@ def start(
     url: str | None = None,
     cwd: Path | None = None,
     ready_line: str | None = None,
+    ca: str | None = None,
 ) -> ServiceRecord:
     """Start ``argv`` detached from us, output appended to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +117,7 @@ def start(
             close_fds=True,
         )
     record = ServiceRecord(name=name, pid=proc.pid, log=str(log), port=port, url=url, log_offset=offset,
-                           ready_line=ready_line)
+                           ready_line=ready_line, ca=ca)
     record.save(run_dir)
     return record
 
@@ -132,10 +135,12 @@ def run(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None, wh
         raise SandboxError(f"{what or argv[0]} failed (exit {result.returncode}); read {log}")
 
 
-def http_ok(url: str, timeout: float = 2.0) -> bool:
-    """Any HTTP answer below 500 means the server is up (version documents are 300)."""
+def http_ok(url: str, timeout: float = 2.0, ca: str | None = None) -> bool:
+    """Any HTTP answer below 500 means the server is up (version documents are 300).
+    An https URL is verified against ``ca`` (the sandbox's own CA), never unverified."""
+    context = ssl.create_default_context(cafile=ca) if url.startswith("https:") else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             return resp.status < 500
     except urllib.error.HTTPError as err:
         return err.code < 500

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from isthmus.render.services import TLSFiles
 from isthmus.sandbox import process
 from isthmus.sandbox.layout import Layout
 
@@ -30,8 +31,10 @@ def start_wsgi(
     env: Mapping[str, str],
     threads: int = 8,
     health_path: str = "/",
+    tls: TLSFiles | None = None,
 ) -> process.ServiceRecord:
-    """Serve one OpenStack WSGI app with gunicorn (one worker process, threads)."""
+    """Serve one OpenStack WSGI app with gunicorn (one worker process, threads);
+    https with ``tls``."""
     log = layout.logs / f"{name}.log"
     argv = [
         sys.executable, "-m", "gunicorn",
@@ -48,16 +51,19 @@ def start_wsgi(
         "--name", f"isthmus-{name}",
         "--error-logfile", "-",
         "--access-logfile", "-",  # one line per request: what operators grep first
+        *(["--certfile", tls.cert_file, "--keyfile", tls.key_file] if tls else []),
         f"{factory}()" if ":" in factory else f"isthmus.sandbox.wsgi:{factory}()",
     ]
+    scheme = "https" if tls else "http"
     return process.start(
         name, argv, log=log, run_dir=layout.run, env=env,
-        port=port, url=layout.url(port, health_path), ready_line=gunicorn_ready_line(port),
+        port=port, url=f"{scheme}://127.0.0.1:{port}{health_path}", ready_line=gunicorn_ready_line(port, scheme),
+        ca=layout.ca_file if tls else None,
     )
 
 
-def gunicorn_ready_line(port: int) -> str:
-    return f"Listening at: http://127.0.0.1:{port}"
+def gunicorn_ready_line(port: int, scheme: str = "http") -> str:
+    return f"Listening at: {scheme}://127.0.0.1:{port}"
 
 
 def start_daemon(layout: Layout, name: str, argv: list[str],
@@ -73,7 +79,7 @@ def wait_http(record: process.ServiceRecord, timeout: float = 600) -> float:
 
     def ready() -> bool:
         own = record.ready_line is None or process.logged_since_start(record, record.ready_line)
-        return own and process.http_ok(url)
+        return own and process.http_ok(url, ca=record.ca)
 
     return process.wait_until(ready, f"waiting for {url}", timeout, record)
 

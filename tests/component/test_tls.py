@@ -39,9 +39,12 @@ def test_without_a_certificate_there_is_no_context_and_half_a_pair_is_an_error(t
 def test_an_aiohttp_service_serves_https_only(tmp_path):
     certs = sandbox_tls.ensure(tmp_path / "tls")
 
+    async def hello(_request: web.Request) -> web.Response:
+        return web.Response(text="hello")
+
     async def run() -> tuple[str, str, str]:
         app = web.Application()
-        app.router.add_get("/", lambda _request: web.Response(text="hello"))
+        app.router.add_get("/", hello)
         runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.server_context(_conf(certs)))

@@ -299,7 +299,7 @@ async def test_source_ranges_in_every_region_and_a_cordoned_region_keeps_its_loa
     await in_thread(lambda: core_api(kmock).delete_namespaced_service(name, "default"))
     await in_thread(ctl.sync)
     for node in ("r-one", "r-two"):
-        await in_thread(lambda node=node: core_api(kmock).delete_node(node))
+        await in_thread(functools.partial(core_api(kmock).delete_node, node))
 
 
 def sandbox_service(action: str, state_dir: Path, name: str) -> None:

@@ -88,6 +88,42 @@ def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, t
         assert first_namespaces and first_namespaces <= namespaces()  # the first sandbox's are untouched
 
 
+@pytest.mark.exclusive  # a second sandbox with compute: alone, not beside the parallel tests
+def test_a_tls_sandbox_serves_the_gateway_and_the_admin_api_over_verified_https(sandbox, tmp_path):
+    """Issue 26 item 14: ``sandbox up --tls``; the openstack CLI lists servers through
+    the gateway and pods through the Admin API over https (clouds.yaml's cacert); a
+    plain-http request to those ports fails; an untrusted client is refused."""
+    import os
+    import ssl
+    import subprocess
+    import urllib.error
+    import urllib.request
+
+    from tests.sandboxes import BIN
+
+    base = free_base_port(sandbox.base_port + 700, 2)
+    isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--regions", "RegionOne",
+            "--tls")
+    layout = sandbox_layout(tmp_path)
+    try:
+        env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(layout.clouds_yaml)}
+        for args in (["--os-cloud", "isthmus-demo", "--os-region-name", "CentralRegion", "server", "list"],
+                     ["--os-cloud", "isthmus-admin", "multiregion", "pod", "list"]):
+            out = subprocess.run([str(BIN / "openstack"), *args], env=env, capture_output=True, text=True,
+                                 timeout=120)
+            assert out.returncode == 0, out.stderr
+        for port in (layout.gateway_port, layout.admin_api_port):
+            with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read()
+            with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+                urllib.request.urlopen(f"https://127.0.0.1:{port}/", timeout=10, context=ssl.create_default_context())
+            trusted = ssl.create_default_context(cafile=layout.ca_file)
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/", timeout=10, context=trusted) as reply:
+                assert reply.status < 400
+    finally:
+        isthmus("sandbox", "down", "--state-dir", str(tmp_path))
+
+
 def test_busy_port_is_named_and_nothing_is_started(tmp_path):
     base = free_base_port(40000, 2)
     blocker = socket.socket()

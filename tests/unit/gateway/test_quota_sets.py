@@ -53,6 +53,9 @@ class UserQuotaRegions:
     def regions(self):
         return list(self.names)
 
+    def master(self):
+        return None
+
     def call(self, method, region, service, path, version=None, json=None, **_):
         self.calls.append((method, region, path))
         assert path == f"/os-quota-sets/{P}?user_id={U}" and service == "compute"
