@@ -80,6 +80,8 @@ class ServiceView:
     load_balancer_class: str = ""
     load_balancer_ip: str = ""
     source_ranges: tuple[str, ...] = ()  # spec.loadBalancerSourceRanges
+    # spec.healthCheckNodePort of an externalTrafficPolicy: Local Service (0: Cluster)
+    local_health_port: int = 0
     finalizers: tuple[str, ...] = ()
     deleting: bool = False
     ingress: tuple[Mapping[str, str], ...] = ()
@@ -127,6 +129,8 @@ def service_view(svc: Any) -> ServiceView:
         load_balancer_class=(spec.load_balancer_class if spec else None) or "",
         load_balancer_ip=(spec.load_balancer_ip if spec else None) or "",
         source_ranges=tuple((spec.load_balancer_source_ranges if spec else None) or ()),
+        local_health_port=int(spec.health_check_node_port or 0)
+        if spec and spec.external_traffic_policy == "Local" else 0,
         finalizers=tuple(meta.finalizers or ()),
         deleting=meta.deletion_timestamp is not None,
         ingress=ingress,

@@ -83,6 +83,7 @@ class MemberRecord:
     name: str
     address: str
     port: int
+    monitor_port: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,10 @@ class MonitorRecord:
     timeout: int
     max_retries: int
     max_retries_down: int
+    url_path: str = ""
 
     def as_monitor(self) -> Monitor:
-        return Monitor(self.type, self.delay, self.timeout, self.max_retries, self.max_retries_down)
+        return Monitor(self.type, self.delay, self.timeout, self.max_retries, self.max_retries_down, self.url_path)
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,13 @@ class OctaviaAPI(Protocol):
     def create_floating_ip(self, network_id: str, port_id: str, description: str) -> FloatingIP: ...
     def set_floating_ip_port(self, fip_id: str, port_id: str | None) -> None: ...
     def delete_floating_ip(self, fip_id: str) -> None: ...
+
+
+def _http(monitor: Monitor) -> dict[str, str]:
+    """An HTTP monitor's request (externalTrafficPolicy: Local): GET the path, 200 is up."""
+    if monitor.type != "HTTP":
+        return {}
+    return {"http_method": "GET", "url_path": monitor.url_path, "expected_codes": "200"}
 
 
 def _cidrs(raw: Any) -> tuple[str, ...]:
@@ -315,7 +324,8 @@ class RegionReconciler:
                         changes: list[str]) -> None:
         current = {(mem.address, mem.port): mem for mem in self.api.members(pool.id)}
         wanted = {(mem.address, mem.port): mem for mem in listener.members}
-        if current.keys() == wanted.keys():
+        if current.keys() == wanted.keys() and all(
+                current[k].monitor_port == wanted[k].monitor_port for k in wanted):
             return
         # One batch update (Octavia keeps matching members, adds and removes the rest):
         # one PENDING_UPDATE per pool, not one per node, which matters with thousands of nodes.
@@ -509,11 +519,13 @@ class OctaviaClient:
 
     def members(self, pool_id: str) -> list[MemberRecord]:
         return self._do(f"list members of pool {pool_id}", lambda: [
-            MemberRecord(x.id, x.name or "", x.address, int(x.protocol_port)) for x in self._lbs.members(pool_id)])
+            MemberRecord(x.id, x.name or "", x.address, int(x.protocol_port), int(x.monitor_port or 0))
+            for x in self._lbs.members(pool_id)])
 
     def replace_members(self, pool_id: str, members: tuple[Member, ...], subnet_id: str) -> None:
         """Octavia's batch member update (PUT .../members); openstacksdk has no call for it."""
         body = [{"name": mem.name, "address": mem.address, "protocol_port": mem.port,
+                 **({"monitor_port": mem.monitor_port} if mem.monitor_port else {}),
                  **({"subnet_id": subnet_id} if subnet_id else {})} for mem in members]
         self._do(f"update members of pool {pool_id}",
                  lambda: self._lbs.put(f"/lbaas/pools/{pool_id}/members", json={"members": body}))
@@ -523,17 +535,17 @@ class OctaviaClient:
         if raw is None:
             return None
         return MonitorRecord(raw.id, raw.type, int(raw.delay), int(raw.timeout), int(raw.max_retries),
-                             int(raw.max_retries_down or 0))
+                             int(raw.max_retries_down or 0), (raw.url_path or "") if raw.type == "HTTP" else "")
 
     def create_monitor(self, pool_id: str, name: str, monitor: Monitor) -> None:
         self._do(f"create health monitor {name}", lambda: self._lbs.create_health_monitor(
             pool_id=pool_id, name=name, type=monitor.type, delay=monitor.delay, timeout=monitor.timeout,
-            max_retries=monitor.max_retries, max_retries_down=monitor.max_retries_down))
+            max_retries=monitor.max_retries, max_retries_down=monitor.max_retries_down, **_http(monitor)))
 
     def update_monitor(self, monitor_id: str, monitor: Monitor) -> None:
         self._do(f"update health monitor {monitor_id}", lambda: self._lbs.update_health_monitor(
             monitor_id, delay=monitor.delay, timeout=monitor.timeout, max_retries=monitor.max_retries,
-            max_retries_down=monitor.max_retries_down))
+            max_retries_down=monitor.max_retries_down, **_http(monitor)))
 
     def delete_monitor(self, monitor_id: str) -> None:
         self._do(f"delete health monitor {monitor_id}",

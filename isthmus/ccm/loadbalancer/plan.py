@@ -32,11 +32,12 @@ PROTOCOLS = ("TCP", "UDP", "SCTP")
 
 @dataclass(frozen=True)
 class Monitor:
-    type: str  # TCP, UDP-CONNECT, SCTP
+    type: str  # TCP, UDP-CONNECT, SCTP; HTTP for externalTrafficPolicy: Local
     delay: int
     timeout: int
     max_retries: int
     max_retries_down: int
+    url_path: str = ""  # HTTP: kube-proxy's health check path
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Member:
     name: str
     address: str
     port: int
+    monitor_port: int = 0  # 0: the member's port; Local: the Service's healthCheckNodePort
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,9 @@ def is_ours(description: str | None, uid: str) -> bool:
     return bool(uid) and (description or "").startswith(ownership_marker(uid) + " ")
 
 
+LOCAL_HEALTH_PATH = "/healthz"
+
+
 def source_ranges(service: m.ServiceView) -> tuple[str, ...]:
     """``spec.loadBalancerSourceRanges``, else Kubernetes' annotation; normalised and
     sorted. ValueError naming the range that is not a CIDR."""
@@ -166,8 +171,12 @@ def _monitor(service: m.ServiceView, opts: LBOptions, pool_protocol: str, proble
     if not _bool(ann, m.ANN_ENABLE_MONITOR, opts.create_monitor, problems):
         return None
     kind = {"UDP": "UDP-CONNECT", "SCTP": "SCTP"}.get(pool_protocol, "TCP")
+    local = service.local_health_port > 0
     return Monitor(
-        type=kind,
+        # externalTrafficPolicy: Local: kube-proxy answers 200 on the healthCheckNodePort
+        # only on nodes with an endpoint; the others must leave the pool (as OCCM does).
+        type="HTTP" if local else kind,
+        url_path=LOCAL_HEALTH_PATH if local else "",
         delay=_int(ann, m.ANN_MONITOR_DELAY, opts.monitor_delay, problems),
         timeout=_int(ann, m.ANN_MONITOR_TIMEOUT, opts.monitor_timeout, problems),
         max_retries=_int(ann, m.ANN_MONITOR_MAX_RETRIES, opts.monitor_max_retries, problems),
@@ -206,7 +215,7 @@ def _listeners(service: m.ServiceView, name: str, opts: LBOptions, nodes: Sequen
             port=port.port,
             pool_protocol=pool_protocol,
             lb_method=method,
-            members=tuple(Member(n.name, n.address, port.node_port) for n in nodes),
+            members=tuple(Member(n.name, n.address, port.node_port, service.local_health_port) for n in nodes),
             monitor=_monitor(service, opts, pool_protocol, problems),
             monitor_name=f"monitor_{index}_{name}"[:NAME_LIMIT],
             connection_limit=limit,

@@ -129,15 +129,15 @@ class FakeOctavia:
 
     def replace_members(self, pool_id: str, members: tuple[Member, ...], subnet_id: str) -> None:
         """Octavia's batch update: matching members kept, others added or removed."""
-        current = {(r.address, r.port): r for r in self.members_[pool_id].values()}
-        wanted = {(mem.address, mem.port) for mem in members}
-        self._write("replace members " + " ".join(sorted(f"{a}:{p}" for a, p in wanted)))
+        current = {(r.address, r.port, r.monitor_port): r for r in self.members_[pool_id].values()}
+        wanted = {(mem.address, mem.port, mem.monitor_port) for mem in members}
+        self._write("replace members " + " ".join(sorted(f"{a}:{p}" for a, p, _ in wanted)))
         for key, rec in current.items():
             if key not in wanted:
                 self.members_[pool_id].pop(rec.id)
         for member in members:
-            if (member.address, member.port) not in current:
-                rec = MemberRecord(new_id("member"), member.name, member.address, member.port)
+            if (member.address, member.port, member.monitor_port) not in current:
+                rec = MemberRecord(new_id("member"), member.name, member.address, member.port, member.monitor_port)
                 self.members_[pool_id][rec.id] = rec
                 self.subnets[member.address] = subnet_id
 
@@ -148,14 +148,14 @@ class FakeOctavia:
     def create_monitor(self, pool_id: str, name: str, monitor: Monitor) -> None:
         self._write(f"create monitor {monitor.type}")
         rec = MonitorRecord(new_id("hm"), monitor.type, monitor.delay, monitor.timeout, monitor.max_retries,
-                            monitor.max_retries_down)
+                            monitor.max_retries_down, monitor.url_path)
         self.monitors[rec.id] = rec
         self.pools[pool_id] = replace(self.pools[pool_id], healthmonitor_id=rec.id)
 
     def update_monitor(self, monitor_id: str, monitor: Monitor) -> None:
         self._write("update monitor")
         self.monitors[monitor_id] = MonitorRecord(monitor_id, monitor.type, monitor.delay, monitor.timeout,
-                                                  monitor.max_retries, monitor.max_retries_down)
+                                                  monitor.max_retries, monitor.max_retries_down, monitor.url_path)
 
     def delete_monitor(self, monitor_id: str) -> None:
         self._write("delete monitor")

@@ -222,3 +222,23 @@ def test_an_octavia_that_cannot_restrict_sources_does_not_expose_the_service() -
     with pytest.raises(LBError, match="does not restrict sources"):
         reconciler(fake).ensure(desired(annotations={m.ANN_SOURCE_RANGES: "10.9.0.0/16"}), UID, "ns/web")
     assert fake.listeners == {}
+
+
+def test_a_local_traffic_policy_checks_kube_proxys_health_port() -> None:
+    """Issue 26 item 10: with externalTrafficPolicy: Local, nodes without an endpoint
+    must leave the pool: an HTTP monitor on healthCheckNodePort's /healthz (OCCM's)."""
+    fake = FakeOctavia("RegionOne")
+    service = m.ServiceView("ns", "web", UID, "LoadBalancer", (m.ServicePort("http", "TCP", 80, 30080),),
+                            local_health_port=32000)
+    lb_nodes = [m.LBNode("n1", "RegionOne", "10.0.0.1", True, False, False)]
+    local = plan_service(service, lb_nodes, CONFIG, ("RegionOne",), "c").load_balancers["RegionOne"]
+    reconciler(fake).ensure(local, UID, "ns/web")
+    (monitor,) = fake.monitors.values()
+    assert (monitor.type, monitor.url_path) == ("HTTP", "/healthz")
+    (members,) = fake.members_.values()
+    assert [(r.port, r.monitor_port) for r in members.values()] == [(30080, 32000)]
+    reconciler(fake).ensure(desired(nodes=(("n1", "10.0.0.1"),)), UID, "ns/web")  # back to Cluster
+    (monitor,) = fake.monitors.values()
+    assert (monitor.type, monitor.url_path) == ("TCP", "")
+    (members,) = fake.members_.values()
+    assert [(r.port, r.monitor_port) for r in members.values()] == [(30080, 0)]
