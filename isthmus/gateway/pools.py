@@ -49,7 +49,11 @@ class AdmissionPool(BoundedPool):
         if self.in_flight >= self.capacity:
             raise Busy(f"{self.in_flight} in flight")
         self.in_flight += 1
-        try:
-            return await super().run(fn, *args, **kwargs)
-        finally:
-            self.in_flight -= 1
+        future = asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        future.add_done_callback(self._finished)
+        # A caller that stops waiting (its deadline) leaves the work running, and
+        # counted until it really ends: the pool stays bounded.
+        return await asyncio.shield(future)
+
+    def _finished(self, _future: asyncio.Future) -> None:
+        self.in_flight -= 1

@@ -25,3 +25,19 @@ def test_a_full_admission_pool_refuses_at_once_and_admits_again_when_a_slot_free
         assert await pool.run(lambda: "again") == "again"
         pool.shutdown()
     asyncio.run(run())
+
+
+def test_work_whose_caller_stopped_waiting_still_counts_until_it_ends():
+    async def run():
+        pool = AdmissionPool(workers=1, queue=0, name="test-images")
+        release = threading.Event()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pool.run(release.wait, 10), 0.05)
+        with pytest.raises(Busy):  # the copy still runs: no second one beside it
+            await pool.run(lambda: "second")
+        release.set()
+        await asyncio.sleep(0.1)
+        assert pool.in_flight == 0
+        assert await pool.run(lambda: "second") == "second"
+        pool.shutdown()
+    asyncio.run(run())
