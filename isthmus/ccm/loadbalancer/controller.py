@@ -465,7 +465,8 @@ class ServiceController:
         for region in self.regions:
             try:
                 outcome.changes += [f"{region}: {c}" for c in
-                                    self._reconciler(region).delete(name, service.uid, self._keep_fip(service))]
+                                    self._reconciler(region).delete(name, service.uid, self._keep_fip(service),
+                                                                    service_key=service.key)]
             except NoOctavia as exc:
                 # Nothing can be there; a region whose Octavia endpoint was removed after we
                 # made a load balancer would leak it (logged), never block deletion forever.

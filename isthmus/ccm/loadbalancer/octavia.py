@@ -133,6 +133,7 @@ class OctaviaAPI(Protocol):
     def delete_monitor(self, monitor_id: str) -> None: ...
     def floating_ips_on_port(self, port_id: str) -> list[FloatingIP]: ...
     def find_floating_ip(self, address: str) -> FloatingIP | None: ...
+    def floating_ips_described(self, description: str) -> list[FloatingIP]: ...
     def create_floating_ip(self, network_id: str, port_id: str, description: str) -> FloatingIP: ...
     def set_floating_ip_port(self, fip_id: str, port_id: str | None) -> None: ...
     def delete_floating_ip(self, fip_id: str) -> None: ...
@@ -167,8 +168,10 @@ class FipAction:
 
 
 def decide_fip(desired: DesiredLB, attached: list[FloatingIP], requested: FloatingIP | None,
-               vip_port_id: str, uid: str) -> list[FipAction]:
-    """What to do with floating IPs on the VIP port when ensuring a load balancer."""
+               vip_port_id: str, uid: str, kept: list[FloatingIP] | None = None) -> list[FipAction]:
+    """What to do with floating IPs on the VIP port when ensuring a load balancer;
+    ``kept``: ours, detached, from when the Service left this region."""
+    kept = [f for f in kept or () if not f.port_id and is_ours(f.description, uid)]
     if not desired.floating_network_id:
         # Internal, or no floating network: a floating IP we made goes; others are left alone.
         return [FipAction("release" if is_ours(f.description, uid) and not desired.keep_floatingip
@@ -179,6 +182,9 @@ def decide_fip(desired: DesiredLB, attached: list[FloatingIP], requested: Floati
             return [FipAction("use", first, problem=f"floating IP {first.address} is on the VIP, not the requested "
                                                     f"{desired.floating_ip}: delete the Service to change it")]
         return [FipAction("use", first)]
+    if kept and not desired.floating_ip:
+        # Ours, kept detached when the Service left this region: the same address again.
+        return [FipAction("associate", kept[0])]
     if desired.floating_ip:
         if requested is None:
             return [FipAction("none", problem=f"requested floating IP {desired.floating_ip} does not exist")]
@@ -190,7 +196,9 @@ def decide_fip(desired: DesiredLB, attached: list[FloatingIP], requested: Floati
 
 
 def decide_fip_on_delete(attached: list[FloatingIP], uid: str, keep: bool) -> list[FipAction]:
-    """On Service deletion: delete the floating IPs we made (unless kept); detach the rest."""
+    """On Service deletion: delete the floating IPs we made (unless kept); detach the rest.
+    When the Service only leaves the region, ``keep`` is true: ours are detached and
+    kept, so the address is the Service's as long as the Service exists."""
     return [FipAction("release" if is_ours(f.description, uid) and not keep else "detach", f) for f in attached]
 
 
@@ -356,10 +364,13 @@ class RegionReconciler:
         if not lb.vip_port_id:
             return
         attached = self.api.floating_ips_on_port(lb.vip_port_id)
-        requested = None
-        if desired.floating_network_id and desired.floating_ip and not attached:
-            requested = self.api.find_floating_ip(desired.floating_ip)
-        for action in decide_fip(desired, attached, requested, lb.vip_port_id, uid):
+        requested, kept = None, []
+        if desired.floating_network_id and not attached:
+            if desired.floating_ip:
+                requested = self.api.find_floating_ip(desired.floating_ip)
+            else:
+                kept = self.api.floating_ips_described(fip_description(uid, service_key))
+        for action in decide_fip(desired, attached, requested, lb.vip_port_id, uid, kept):
             if action.problem:
                 result.problems.append(f"region {self.region}: {action.problem}")
             if action.kind == "use" and action.fip is not None:
@@ -377,13 +388,22 @@ class RegionReconciler:
                 self.api.delete_floating_ip(action.fip.id)
                 result.changes.append(f"released floating IP {action.fip.address}")
 
-    def delete(self, name: str, uid: str, keep_floatingip: bool) -> list[str]:
-        """Delete our load balancers named ``name`` (cascade) and release our floating IPs.
+    def delete(self, name: str, uid: str, keep_floatingip: bool, service_key: str | None = None) -> list[str]:
+        """Delete our load balancers named ``name`` (cascade). With ``service_key``
+        (the Service is deleted) our floating IPs are released, those kept detached
+        earlier too; without it (the Service only left this region) they are
+        detached and kept, reused if it comes back.
 
         Returns what was done; raises Pending while a deletion is still in
         progress, so the caller keeps the finalizer until the region is clean.
         """
         done: list[str] = []
+        keep_floatingip = keep_floatingip or service_key is None
+        if service_key is not None and not keep_floatingip:
+            for fip in self.api.floating_ips_described(fip_description(uid, service_key)):
+                if not fip.port_id and is_ours(fip.description, uid):
+                    self.api.delete_floating_ip(fip.id)
+                    done.append(f"released floating IP {fip.address}")
         for lb in self.find_ours(name, uid):
             if lb.provisioning_status != "PENDING_DELETE":
                 if lb.provisioning_status.startswith("PENDING_"):
@@ -559,6 +579,10 @@ class OctaviaClient:
         found = self._do(f"find floating IP {address}",
                          lambda: [_fip(x) for x in self._conn.network.ips(floating_ip_address=address)])
         return found[0] if found else None
+
+    def floating_ips_described(self, description: str) -> list[FloatingIP]:
+        return self._do("list floating IPs by description",
+                        lambda: [_fip(x) for x in self._conn.network.ips(description=description)])
 
     def create_floating_ip(self, network_id: str, port_id: str, description: str) -> FloatingIP:
         return self._do(f"create floating IP on {network_id}", lambda: _fip(self._conn.network.create_ip(

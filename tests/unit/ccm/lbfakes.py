@@ -172,6 +172,10 @@ class FakeOctavia:
         self._read("find fip")
         return next((f for f in self.fips.values() if f.address == address), None)
 
+    def floating_ips_described(self, description: str) -> list[FloatingIP]:
+        self._read("fips by description")
+        return [f for f in self.fips.values() if f.description == description]
+
     def create_floating_ip(self, network_id: str, port_id: str, description: str) -> FloatingIP:
         self._write(f"create fip on {network_id}")
         fip = FloatingIP(new_id("fip"), f"203.0.113.{len(self.fips) + 10}", port_id, description)

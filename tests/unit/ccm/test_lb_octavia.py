@@ -179,8 +179,23 @@ def test_fip_lifecycle_through_the_reconciler() -> None:
     assert result.address == fip.address and fip.description.startswith("isthmus-ccm uid=uid-1 ")
     assert reconciler(fake).ensure(EXT, UID, "ns/web").address == fip.address  # reused, not a second one
     assert len(fake.fips) == 1
-    reconciler(fake).delete(EXT.name, UID, keep_floatingip=False)
+    reconciler(fake).delete(EXT.name, UID, keep_floatingip=False, service_key="ns/web")
     assert fake.fips == {} and fake.lbs == {}
+
+
+def test_a_service_leaving_a_region_keeps_its_address_until_it_is_deleted() -> None:
+    """Issue 26 item 9: the Service's floating IP is released only when the Service is
+    deleted; a region the Service left (annotation, type) keeps it detached, and the
+    Service gets the same address if it comes back."""
+    fake = FakeOctavia("RegionOne")
+    address = reconciler(fake).ensure(EXT, UID, "ns/web").address
+    reconciler(fake).delete(EXT.name, UID, keep_floatingip=False)  # the Service left this region
+    assert fake.lbs == {} and [(f.address, f.port_id) for f in fake.fips.values()] == [(address, "")]
+    assert reconciler(fake).ensure(EXT, UID, "ns/web").address == address  # back: the same address
+    assert len(fake.fips) == 1
+    reconciler(fake).delete(EXT.name, UID, keep_floatingip=False)
+    reconciler(fake).delete(EXT.name, UID, keep_floatingip=False, service_key="ns/web")  # deleted: released
+    assert fake.fips == {}
 
 
 def test_requested_fip_is_associated_and_only_detached_on_delete() -> None:
