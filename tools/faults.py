@@ -91,6 +91,7 @@ def campaign_main(state_dir: Path, settings, report_path: Path | None) -> int:
         outcomes = campaign.outcomes
         print(f"interrupted after {len(outcomes)} cycles (the fault under way was lifted)")
     data = run.report(outcomes, settings, campaign.ledger)
+    data["cleanup_problems"] = campaign.cleanup_problems
     run.print_table(data["summary"], sys.stdout)
     for region, load in data["load"].items():
         print(f"load in {region}: {load['requests']} requests, {load['failed']} failed (during faults there or not)")

@@ -22,6 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from openstack import exceptions as openstack_exceptions
+
 from isthmus.sandbox.campaign import faults as fault_kinds
 from isthmus.sandbox.campaign import invariants
 from isthmus.sandbox.campaign.load import CENTRAL, Ledger, Load
@@ -132,6 +134,7 @@ class Campaign:
         self.started = datetime.now(UTC)
         self.ledger = Ledger()
         self.outcomes: list[Outcome] = []  # so far (an interrupted campaign still reports them)
+        self.cleanup_problems: list[str] = []  # reported, never a lost report
 
     def say(self, text: str) -> None:
         print(f"[faults {time.strftime('%H:%M:%S')}] {text}", file=self.out, flush=True)
@@ -146,7 +149,11 @@ class Campaign:
         try:
             yield net, group
         finally:
-            self._clean_up(net, group)
+            try:
+                self._clean_up(net, group)
+            except Exception as err:  # noqa: BLE001 - the cycles' results outlive a failed clean-up
+                self.cleanup_problems.append(f"{type(err).__name__}: {err}")
+                self.say(f"clean-up incomplete (the results stand): {err}")
 
     def _clean_up(self, net: Any, group: Any) -> None:
         for region in self.layout.regions:
@@ -154,7 +161,16 @@ class Campaign:
             for server in list(conn.compute.servers(name=net.name)):
                 conn.compute.delete_server(server)
             for server in list(conn.compute.servers(name=net.name)):
-                conn.compute.wait_for_delete(server, wait=180)
+                try:
+                    conn.compute.wait_for_delete(server, wait=180)
+                except openstack_exceptions.ResourceTimeout:
+                    # Nova answered 204 to a delete whose cast to nova-compute was lost
+                    # while RabbitMQ was stopped: the server stays "deleting" until
+                    # nova-compute restarts. Reset it (admin) and delete again.
+                    admin = self.connect(region, "isthmus-admin")
+                    admin.compute.reset_server_state(server, "error")
+                    admin.compute.delete_server(server)
+                    admin.compute.wait_for_delete(server, wait=180)
         central = self.connect(CENTRAL, "isthmus-demo")
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
