@@ -170,7 +170,7 @@ def lb_tree(world: LBWorld, region: str, name: str) -> dict[str, Any] | None:
         monitor = octavia.get_health_monitor(pool.health_monitor_id) if pool.health_monitor_id else None
         listeners[(listener.protocol, listener.protocol_port)] = {
             "pool": (pool.protocol, pool.lb_algorithm), "members": members,
-            "allowed_cidrs": sorted(listener.allowed_cidrs or []),
+            **({"allowed_cidrs": sorted(listener.allowed_cidrs)} if listener.allowed_cidrs else {}),
             "monitor": (monitor.type, monitor.delay) if monitor else None}
     return {"id": lb.id, "status": lb.provisioning_status, "vip_subnet": lb.vip_subnet_id,
             "description": lb.description, "listeners": listeners}
