@@ -18,6 +18,7 @@ from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.port_sync import apply
 from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.writes import update_as_read
 
 LOG = logging.getLogger(__name__)
 UNPROVEN = Counter("isthmus_unproven_copies", "Regional copies and shadows of ports central has no port for and "
@@ -75,7 +76,7 @@ def _converge(services: Services, neutron: NeutronClient, region: str, central: 
     changes = plans.changed_fields(central, copy, plans.NETWORK_FIELDS)
     if changes:
         LOG.info("network %s in %s: updating %s", central["id"], region, sorted(changes))
-        neutron.update("networks", central["id"], changes)
+        update_as_read(neutron, "networks", copy, changes)
     central_subnets = {s["id"] for s in subnets}
     for subnet in subnets:
         regional = neutron.get("subnets", subnet["id"])
@@ -84,7 +85,7 @@ def _converge(services: Services, neutron: NeutronClient, region: str, central: 
         changes = plans.changed_fields(subnet, regional, plans.SUBNET_FIELDS)
         if changes:
             LOG.info("subnet %s in %s: updating %s", subnet["id"], region, sorted(changes))
-            neutron.update("subnets", subnet["id"], changes)
+            update_as_read(neutron, "subnets", regional, changes)
     # Regional ports first, central's second: a port is created at central before
     # its regional copy, so every regional port listed here is in central's list
     # unless central deleted it. (The other order deletes ports being created.)

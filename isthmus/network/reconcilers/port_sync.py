@@ -27,6 +27,7 @@ from isthmus.network import bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.writes import update_as_read
 
 LOG = logging.getLogger(__name__)
 
@@ -116,4 +117,4 @@ def update_copy(services: Services, neutron: NeutronClient, region: str, copy: d
         if pod is not None:
             services.registry.ensure_routing(group_id, group_id, pod.pod_id, central["project_id"], "security_group")
     LOG.info("port %s in %s: updating %s", central["id"], region, sorted(changes))
-    neutron.update("ports", central["id"], changes)
+    update_as_read(neutron, "ports", copy, changes)

@@ -1,0 +1,47 @@
+"""Reconcilers change a regional object only as they read it (issue 25 hole 5)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from isthmus.clients import Rejected
+from isthmus.jobs import RetryLater
+from isthmus.network.reconcilers.writes import update_as_read
+
+
+class Neutron:
+    def __init__(self, revision: int) -> None:
+        self.revision = revision
+        self.writes: list[tuple[str, str, dict, int | None]] = []
+
+    def update(self, collection: str, obj_id: str, changes: dict, if_revision: int | None = None) -> dict:
+        if if_revision is not None and if_revision != self.revision:
+            raise Rejected(412, "Constraint revision_number does not match")
+        self.writes.append((collection, obj_id, changes, if_revision))
+        self.revision += 1
+        return {"id": obj_id, **changes}
+
+
+def test_a_write_carries_the_revision_it_was_read_at():
+    neutron = Neutron(revision=7)
+    update_as_read(cast(Any, neutron), "ports", {"id": "p1", "revision_number": 7}, {"name": "x"})
+    assert neutron.writes == [("ports", "p1", {"name": "x"}, 7)]
+
+
+def test_an_object_changed_since_the_read_is_a_retry_never_a_stale_overwrite():
+    """A worker whose lease was taken over read revision 7; the object is at 8 now."""
+    neutron = Neutron(revision=8)
+    with pytest.raises(RetryLater, match="changed since it was read"):
+        update_as_read(cast(Any, neutron), "networks", {"id": "n1", "revision_number": 7}, {"mtu": 1400})
+    assert neutron.writes == []
+
+
+def test_other_refusals_are_not_hidden():
+    class Refusing(Neutron):
+        def update(self, *args: Any, **kwargs: Any) -> dict:
+            raise Rejected(400, "bad field")
+
+    with pytest.raises(Rejected):
+        update_as_read(cast(Any, Refusing(1)), "subnets", {"id": "s1", "revision_number": 1}, {"name": "y"})
