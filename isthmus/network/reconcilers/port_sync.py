@@ -88,6 +88,13 @@ def apply(services: Services, neutron: NeutronClient, region: str, plan: plans.P
         # plugin) where central says it lives: never do that to a live port.
         if plans.is_compute(by_id[port_id]) and original is not None and bound_region(original) == region:
             continue
+        if not plans.is_shadow(by_id[port_id]) and original is not None and not _still_elsewhere(services, port_id,
+                                                                                              region):
+            # Planned as the stale copy of a port bound elsewhere, from a read that may be
+            # old: the local plugin deletes at central a port it finds unbound, so a copy
+            # is deleted only while central still says the port lives in another region.
+            LOG.info("port %s in %s: no longer bound elsewhere at central; copy kept", port_id, region)
+            continue
         LOG.info("port %s in %s: deleting %s", port_id, region,
                  "shadow" if plans.is_shadow(by_id[port_id]) else "copy")
         neutron.delete("ports", port_id)
@@ -103,6 +110,12 @@ def apply(services: Services, neutron: NeutronClient, region: str, plan: plans.P
         except Rejected as err:
             if err.status != 409:  # 409: created concurrently, converged
                 raise
+
+
+def _still_elsewhere(services: Services, port_id: str, region: str) -> bool:
+    """Central's current word: the port is bound in a region other than ``region``."""
+    now = services.central.get("ports", port_id)
+    return now is not None and bound_region(now) not in (None, region)
 
 
 def update_copy(services: Services, neutron: NeutronClient, region: str, copy: dict, central: dict) -> None:
