@@ -51,7 +51,8 @@ def _json(resp: Any, what: str) -> dict:
     return resp.json()
 
 
-def _paged(call: Call, path: str, key: str, version: str | None = None) -> Iterator[dict]:
+def _paged(call: Call, path: str, key: str, version: str | None = None,
+           marker_of: Callable[[dict], str] = lambda item: item["id"]) -> Iterator[dict]:
     """Every item of a Nova/Cinder list, page by page (``limit`` + ``marker``)."""
     marker = None
     sep = "&" if "?" in path else "?"
@@ -61,8 +62,12 @@ def _paged(call: Call, path: str, key: str, version: str | None = None) -> Itera
         yield from items
         if len(items) < PAGE:
             return
-        last = items[-1]
-        marker = (last.get("keypair") or last).get("name") if key == "keypairs" else last["id"]
+        marker = marker_of(items[-1])
+
+
+def _keypair(item: dict) -> dict:
+    """Nova lists keypairs as ``{"keypair": {...}}``; their marker is the name."""
+    return item.get("keypair") or item
 
 
 def flavors(call: Call, master: str) -> Iterator[ResourceRef]:
@@ -78,8 +83,9 @@ def volume_types(call: Call, master: str) -> Iterator[ResourceRef]:
 def keypairs(call: Call, identity: Call, master: str) -> Iterator[ResourceRef]:
     """Nova lists one user's keypairs at a time: every Keystone user's, at the master."""
     for user in _keystone(identity, "/users", "users"):
-        for item in _paged(call, f"/os-keypairs?user_id={user['id']}", "keypairs", version="2.35"):
-            name = (item.get("keypair") or item)["name"]
+        for item in _paged(call, f"/os-keypairs?user_id={user['id']}", "keypairs", version="2.35",
+                           marker_of=lambda item: _keypair(item)["name"]):
+            name = _keypair(item)["name"]
             yield ResourceRef(f"{user['id']}/{name}", None, {"master": master, "resync": True})
 
 

@@ -45,6 +45,10 @@ FLAVOR_FIELDS = ("name", "ram", "vcpus", "disk", "OS-FLV-EXT-DATA:ephemeral", "s
                  "os-flavor-access:is_public")
 
 
+# A service that cannot be reached: retried later, never read as an answer.
+_UNREACHABLE = (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout, ks_exc.DiscoveryFailure)
+
+
 class NoEndpoint(RetryLater):
     """The region's catalogue has no endpoint of the service (yet: retried)."""
 
@@ -115,8 +119,7 @@ class Regions:
         try:
             return self.session().request(path, "GET", endpoint_filter={
                 "service_type": "identity", "interface": "public", "version": (3, 0)}, raise_exc=False)
-        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout,
-                ks_exc.DiscoveryFailure) as err:
+        except _UNREACHABLE as err:
             raise RetryLater(f"Keystone unreachable: {err}") from err
 
     def call(self, method: str, region: str, service: str, path: str, version: str | None = None, **kw):
@@ -134,8 +137,7 @@ class Regions:
                     headers=headers, raise_exc=False, **kw)
             except ks_exc.EndpointNotFound as err:
                 last = err
-            except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout,
-                    ks_exc.DiscoveryFailure) as err:
+            except _UNREACHABLE as err:
                 raise RetryLater(f"region {region} unreachable: {err}") from err
         raise NoEndpoint(f"region {region} has no {service} endpoint: {last}")
 

@@ -185,7 +185,7 @@ def _monitor(service: m.ServiceView, opts: LBOptions, pool_protocol: str, proble
 
 
 def _listeners(service: m.ServiceView, name: str, opts: LBOptions, nodes: Sequence[m.LBNode],
-               problems: list[str]) -> tuple[Listener, ...]:
+               cidrs: tuple[str, ...], problems: list[str]) -> tuple[Listener, ...]:
     ann = service.annotations
     method = (m.annotation(ann, m.ANN_LB_METHOD) or opts.lb_method).upper()
     if method not in LB_METHODS:
@@ -193,7 +193,6 @@ def _listeners(service: m.ServiceView, name: str, opts: LBOptions, nodes: Sequen
         method = opts.lb_method
     proxy = _bool(ann, m.ANN_PROXY_PROTOCOL, False, problems)
     limit = _int(ann, m.ANN_CONNECTION_LIMIT, -1, problems)
-    cidrs = source_ranges(service)
     listeners = []
     for index, port in enumerate(service.ports):
         if port.protocol not in PROTOCOLS:
@@ -260,7 +259,7 @@ def plan_service(service: m.ServiceView, nodes: Iterable[m.LBNode], config: Load
         plan.problems.append("no node to use as a member: load balancers left as they are")
         return plan
     try:
-        source_ranges(service)
+        cidrs = source_ranges(service)
     except ValueError as exc:
         # A range that cannot be read must never leave the Service open to the world:
         # change nothing until it is fixed.
@@ -277,7 +276,7 @@ def plan_service(service: m.ServiceView, nodes: Iterable[m.LBNode], config: Load
                              "it is used in none; set loadbalancer.openstack.org/region")
     for region in sorted(by_region):
         lb = _desired(service, region, name, config.options_for(region), by_region[region], cluster,
-                      len(by_region), plan.problems)
+                      len(by_region), cidrs, plan.problems)
         if lb is not None:
             plan.load_balancers[region] = lb
         else:
@@ -286,7 +285,7 @@ def plan_service(service: m.ServiceView, nodes: Iterable[m.LBNode], config: Load
 
 
 def _desired(service: m.ServiceView, region: str, name: str, opts: LBOptions, nodes: Sequence[m.LBNode],
-             cluster: str, region_count: int, problems: list[str]) -> DesiredLB | None:
+             cluster: str, region_count: int, cidrs: tuple[str, ...], problems: list[str]) -> DesiredLB | None:
     ann = service.annotations
     subnet = m.annotation(ann, m.ANN_SUBNET_ID, region) or opts.subnet_id
     network = m.annotation(ann, m.ANN_NETWORK_ID, region) or opts.network_id
@@ -307,7 +306,7 @@ def _desired(service: m.ServiceView, region: str, name: str, opts: LBOptions, no
         provider=opts.lb_provider,
         flavor_id=m.annotation(ann, m.ANN_FLAVOR_ID) or opts.flavor_id,
         availability_zone=m.annotation(ann, m.ANN_AVAILABILITY_ZONE) or opts.availability_zone,
-        listeners=_listeners(service, name, opts, nodes, problems),
+        listeners=_listeners(service, name, opts, nodes, cidrs, problems),
         floating_network_id=floating,
         keep_floatingip=_bool(ann, m.ANN_KEEP_FLOATINGIP, False, problems),
         floating_ip="" if internal else requested,
