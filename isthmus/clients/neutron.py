@@ -152,10 +152,12 @@ class NeutronClient(ServiceClient):
         updated: Body | None = body.get(singular(collection), body) if body is not None else None
         return updated
 
-    def delete(self, collection: str, obj_id: str) -> bool:
-        """True if deleted, False if it was already gone."""
+    def delete(self, collection: str, obj_id: str, if_revision: int | None = None) -> bool:
+        """True if deleted, False if it was already gone. ``if_revision``: as for
+        :meth:`update` (a 412 when the object changed since it was read)."""
         member = member_path(collection, obj_id)
-        return member is not None and self.call("DELETE", member) is not None
+        headers = {"If-Match": f"revision_number={if_revision}"} if if_revision is not None else None
+        return member is not None and self.call("DELETE", member, headers=headers) is not None
 
 
 MAX_PAGES = 10_000  # bounds a list whose server keeps inventing markers

@@ -23,7 +23,7 @@ from typing import Any
 
 from isthmus.operator import API_VERSION, MANAGED_BY, model
 from isthmus.render import cloudconf, compute, ini, neutron, services
-from isthmus.render.ini import ServiceUser
+from isthmus.render.ini import ISTHMUS_USER, ServiceUser
 
 Obj = dict[str, Any]
 
@@ -466,7 +466,7 @@ def region_neutron_values(region: Obj, creds: Credentials, keystone: Endpoints) 
         service_user=user,
         database_connection=db_url(spec, creds, f"neutron_{name.lower()}"),
         transport_url=creds.transport(name),
-        central_client=ServiceUser(keystone.internal, "isthmus", creds.service_password, name, keystone.public)
+        central_client=ServiceUser(keystone.internal, ISTHMUS_USER, creds.service_password, name, keystone.public)
         if cross else None,
         availability_zone=spec.get("availabilityZone") or f"az{spec['index'] + 1}",
         mechanism_drivers=",".join(n.get("ml2MechanismDrivers") or ["openvswitch"]),
@@ -597,7 +597,7 @@ def central_objects(cnet: Obj, creds: Credentials, keystone: Endpoints,
     name, central = cnet["metadata"]["name"], spec["centralRegionName"]
     isthmus_db = db_url(spec, creds, "isthmus", spec)
     user = ServiceUser(keystone.internal, "neutron", creds.service_password, central, keystone.public)
-    isthmus_user = ServiceUser(keystone.internal, "isthmus", creds.service_password, central, keystone.public)
+    isthmus_user = ServiceUser(keystone.internal, ISTHMUS_USER, creds.service_password, central, keystone.public)
     values = neutron.NeutronValues(
         role=neutron.CENTRAL, region=central, central_region=central, service_user=user,
         database_connection=db_url(spec, creds, "neutron_central", spec), transport_url=creds.transport(central),
@@ -696,7 +696,7 @@ def gateway_objects(gw: Obj, creds: Credentials, keystone: Endpoints, backends: 
     spec = model.defaulted_spec("APIGateway", gw.get("spec"))
     name, where = gw["metadata"]["name"], spec["regionName"]
     urls = gateway_endpoints(gw)
-    user = ServiceUser(keystone.internal, "isthmus", creds.service_password, spec["centralRegionName"],
+    user = ServiceUser(keystone.internal, ISTHMUS_USER, creds.service_password, spec["centralRegionName"],
                        keystone.public)
     values = services.GatewayValues(
         bind_host="0.0.0.0", bind_port=GATEWAY_PORT, public_url=urls.public, central_region=spec["centralRegionName"],

@@ -47,6 +47,12 @@ def overlay(base: Sections, extra: Sections) -> dict[str, dict[str, Any]]:
     return out
 
 
+# Isthmus' one service user: the job worker, the Admin API, the gateway and the
+# local plugins all act as it. The local plugin keeps this user's port deletes in
+# the region (the worker deletes copies, never users' ports), so they must agree.
+ISTHMUS_USER = "isthmus"
+
+
 @dataclass(frozen=True)
 class ServiceUser:
     """A Keystone service user in the ``service`` project.

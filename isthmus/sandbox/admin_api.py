@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from isthmus.render.ini import ServiceUser
+from isthmus.render.ini import ISTHMUS_USER, ServiceUser
 from isthmus.render.services import AdminAPIValues, admin_api_conf
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
@@ -26,7 +26,7 @@ def config_path(layout: Layout) -> Path:
 def values(layout: Layout) -> AdminAPIValues:
     return AdminAPIValues(bind_host="127.0.0.1", bind_port=layout.admin_api_port,
                           database_connection=layout.isthmus_db_url,
-                          service_user=ServiceUser(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION),
+                          service_user=ServiceUser(layout.auth_url, ISTHMUS_USER, PASSWORD, CENTRAL_REGION),
                           tls=layout.tls_files())
 
 

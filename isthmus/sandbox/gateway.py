@@ -10,12 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from isthmus.render.ini import ServiceUser
+from isthmus.render.ini import ISTHMUS_USER, ServiceUser
 from isthmus.render.services import GatewayValues, gateway_conf
 from isthmus.sandbox import ini, process
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
-
-SERVICE_USER = "isthmus"
 
 
 def config_path(layout: Layout) -> Path:
@@ -39,7 +37,7 @@ def values(layout: Layout) -> GatewayValues:
         bind_host="127.0.0.1", bind_port=layout.gateway_port, public_url=layout.isthmus_url(layout.gateway_port),
         central_region=CENTRAL_REGION, master_region=master_region(layout),
         database_connection=layout.isthmus_db_url,
-        service_user=ServiceUser(layout.auth_url, SERVICE_USER, PASSWORD, CENTRAL_REGION),
+        service_user=ServiceUser(layout.auth_url, ISTHMUS_USER, PASSWORD, CENTRAL_REGION),
         list_timeout=10, catalog_ttl=60, interface="public", tls=layout.tls_files(),
     )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from isthmus.render import neutron as render_neutron
-from isthmus.render.ini import ServiceUser
+from isthmus.render.ini import ISTHMUS_USER, ServiceUser
 from isthmus.render.neutron import CENTRAL, LOCAL, PLAIN, NeutronValues
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.dataplane.names import tunnel_ip
@@ -38,7 +38,7 @@ def values(layout: Layout, region: str) -> NeutronValues:
         service_user=ServiceUser(layout.auth_url, "neutron", PASSWORD, _catalog_region(region)),
         database_connection=layout.sqlite_url(f"neutron-{region}"),
         transport_url=_transport_url(layout, region),
-        central_client=ServiceUser(layout.auth_url, "isthmus", PASSWORD, region) if role == LOCAL else None,
+        central_client=ServiceUser(layout.auth_url, ISTHMUS_USER, PASSWORD, region) if role == LOCAL else None,
         isthmus_database_connection=layout.isthmus_db_url if role == CENTRAL else None,
         availability_zone=layout.availability_zone(region) if role == LOCAL else "",
         mechanism_drivers="isthmus_sandbox_binder",

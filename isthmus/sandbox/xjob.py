@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from isthmus.render.ini import ServiceUser
+from isthmus.render.ini import ISTHMUS_USER, ServiceUser
 from isthmus.render.services import SANDBOX_JOB_TUNING, XJobValues, xjob_conf
 from isthmus.sandbox import gateway, ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
@@ -17,7 +17,7 @@ def config_path(layout: Layout) -> Path:
 def values(layout: Layout) -> XJobValues:
     # Short leases and resyncs: the sandbox favours quick convergence.
     return XJobValues(database_connection=layout.isthmus_db_url, central_region=CENTRAL_REGION,
-                      service_user=ServiceUser(layout.auth_url, "isthmus", PASSWORD, CENTRAL_REGION),
+                      service_user=ServiceUser(layout.auth_url, ISTHMUS_USER, PASSWORD, CENTRAL_REGION),
                       jobs=SANDBOX_JOB_TUNING, resync_interval=30, timeout=30,
                       metrics_port=layout.xjob_metrics_port, gateway_master_region=gateway.master_region(layout))
 

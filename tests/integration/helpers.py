@@ -19,6 +19,18 @@ def sandbox_layout(state_dir: Path) -> Layout:
     return layout
 
 
+def service_connection(sandbox, region: str):
+    """A connection as Isthmus' own service user (``isthmus``, project ``service``):
+    who the job worker and the local plugins act as."""
+    import openstack
+
+    from isthmus.sandbox.layout import PASSWORD
+
+    return openstack.connect(auth_url=sandbox_layout(sandbox.state_dir).auth_url, username="isthmus",
+                             password=PASSWORD, project_name="service", user_domain_name="Default",
+                             project_domain_name="Default", region_name=region)
+
+
 def eventually(check, timeout: float = 120, interval: float = 1.0, what="condition"):
     """Poll until ``check()`` returns a truthy value (jobs run asynchronously).
     ``what`` may be a callable: it then describes the state at the timeout."""

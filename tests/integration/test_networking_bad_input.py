@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import sandbox_layout
+from tests.integration.helpers import service_connection
 
 pytestmark = pytest.mark.integration
 
@@ -111,16 +111,8 @@ def objects(sandbox):
 
 
 def _connect(sandbox, region: str, cloud: str):
-    if cloud != SERVICE:
-        return sandbox.connect(region, cloud=cloud)
-    import openstack
-
-    from isthmus.sandbox.layout import PASSWORD
-
     # binding:profile is the service role's (Neutron's policy): the regions' user.
-    return openstack.connect(auth_url=sandbox_layout(sandbox.state_dir).auth_url, username="isthmus",
-                             password=PASSWORD, project_name="service", user_domain_name="Default",
-                             project_domain_name="Default", region_name=region)
+    return service_connection(sandbox, region) if cloud == SERVICE else sandbox.connect(region, cloud=cloud)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.what for c in CASES])

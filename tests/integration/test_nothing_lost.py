@@ -21,6 +21,7 @@ from tests.integration.helpers import (
     run_again,
     sandbox_cli,
     sandbox_layout,
+    service_connection,
 )
 
 pytestmark = pytest.mark.integration
@@ -124,3 +125,43 @@ def test_a_copy_whose_central_port_vanished_without_a_recorded_delete_is_kept_co
         assert port.id in copies[one]["orphans"]
     finally:
         admin[one].network.delete_port(port.id, ignore_missing=True)
+
+
+def test_a_copy_deleted_by_isthmus_itself_is_deleted_in_its_region_only(sandbox, central, stretched):
+    """The job worker deletes stale copies with Isthmus' service user. Before: a copy
+    it had planned stale (its port bound in another region when read) but found
+    unbound by the time the delete arrived made the local plugin delete the user's
+    port at central. Here the copy is unbound and central's port too: the case the
+    plugin used to read as "the user deletes an unbound port"."""
+    net, _ = stretched
+    two = sandbox.regions[1]
+    port = central.network.create_port(network_id=net.id, name=f"{net.name}-{uuid.uuid4().hex[:4]}")
+    try:
+        assert sandbox.connect(two).network.get_port(port.id).id == port.id  # copied into the region
+        service_connection(sandbox, two).network.delete_port(port.id)
+        assert central.network.get_port(port.id).id == port.id  # the user's port stays
+    finally:
+        central.network.delete_port(port.id, ignore_missing=True)
+
+
+def test_a_delete_refused_for_its_revision_leaves_central_untouched(sandbox, central, admin, stretched):
+    """A DELETE with a stale ``If-Match: revision_number`` in a region is refused (412)
+    before central is asked. Before: central deleted the port, then the region's
+    database refused the delete, and the user's port was gone with a 412 answered."""
+    net, _ = stretched
+    one = sandbox.regions[0]
+    port = central.network.create_port(network_id=net.id, name=f"{net.name}-{uuid.uuid4().hex[:4]}")
+    conn = sandbox.connect(one)
+    try:
+        copy = conn.network.get_port(port.id)
+        stale = conn.network.delete(f"/ports/{port.id}",
+                                    headers={"If-Match": f"revision_number={copy.revision_number + 7}"})
+        assert stale.status_code == 412, stale.text
+        assert central.network.get_port(port.id).id == port.id
+        assert port_or_none(admin[one], port.id) is not None
+        current = conn.network.delete(f"/ports/{port.id}",
+                                      headers={"If-Match": f"revision_number={copy.revision_number}"})
+        assert current.status_code == 204, current.text
+        assert port_or_none(admin[CENTRAL], port.id) is None  # an accepted delete still reaches central
+    finally:
+        central.network.delete_port(port.id, ignore_missing=True)

@@ -3,9 +3,12 @@ service credentials from ``[isthmus_central]`` (keystoneauth options)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 
 from isthmus.clients import NeutronClient, RegionClients, load_session
@@ -13,14 +16,21 @@ from isthmus.clients.neutron import Rejected as CentralRejected
 from isthmus.clients.neutron import Unavailable as CentralUnavailable
 from isthmus.network import config
 
-__all__ = ["CentralClient", "CentralRejected", "CentralUnavailable", "client"]
+__all__ = ["CentralClient", "CentralRejected", "CentralUnavailable", "ServiceIdentity", "client"]
+
+LOG = logging.getLogger(__name__)
 
 
 class CentralClient:
-    """Typed reads and writes of central Neutron, over :class:`NeutronClient`."""
+    """Typed reads and writes of central Neutron, over :class:`NeutronClient`.
 
-    def __init__(self, neutron: NeutronClient) -> None:
+    ``identity`` is who this client calls central as: Isthmus' service user,
+    the one its job worker acts as too (the sandbox and the operator render one
+    ``isthmus`` user for both)."""
+
+    def __init__(self, neutron: NeutronClient, identity: ServiceIdentity | None = None) -> None:
         self.neutron = neutron
+        self.identity = identity
 
     def network(self, network_id: str) -> dict | None:
         return self.neutron.get("networks", network_id)
@@ -53,6 +63,37 @@ class CentralClient:
         self.neutron.delete("ports", port_id)
 
 
+class ServiceIdentity:
+    """The service user's id, learnt from its session once (a user's id never
+    changes) and its configured name, for when Keystone cannot say the id."""
+
+    def __init__(self, session: ks_session.Session, user_name: str | None,
+                 user_domain_name: str | None) -> None:
+        self._session = session
+        self.user_name = user_name
+        self.user_domain_name = user_domain_name
+        self._user_id: str | None = None
+
+    def user_id(self) -> str | None:
+        if self._user_id is None:
+            try:
+                self._user_id = self._session.get_user_id()
+            except ks_exc.ClientException as err:  # Keystone down or slow: bounded by the session timeout
+                LOG.warning("isthmus: own user id not known yet: %s", err)
+        return self._user_id
+
+    def is_caller(self, context: Any) -> bool:
+        """The request was made by this service user."""
+        own = self.user_id()
+        if own is not None:
+            return bool(context.user_id) and context.user_id == own
+        # By name while the id is unknown; a domain named on both sides must agree.
+        if not self.user_name or context.user_name != self.user_name:
+            return False
+        theirs = getattr(context, "user_domain_name", None)
+        return not (theirs and self.user_domain_name) or theirs == self.user_domain_name
+
+
 _client: CentralClient | None = None
 _lock = threading.Lock()
 
@@ -66,5 +107,16 @@ def client(conf: cfg.ConfigOpts = cfg.CONF) -> CentralClient:
             timeout = conf.isthmus.central_timeout
             session = load_session(conf, config.CENTRAL_AUTH_GROUP, default_timeout=timeout)
             clients = RegionClients(session, user_agent="isthmus-local", timeout=timeout)
-            _client = CentralClient(clients.neutron(conf.isthmus.central_region))
+            group = conf[config.CENTRAL_AUTH_GROUP]
+            identity = ServiceIdentity(session, _option(group, "username"), _option(group, "user_domain_name"))
+            _client = CentralClient(clients.neutron(conf.isthmus.central_region), identity)
         return _client
+
+
+def _option(group: Any, name: str) -> str | None:
+    """An auth plugin's option (registered by loading the plugin; absent for some plugins)."""
+    try:
+        value = group[name]
+    except (cfg.NoSuchOptError, KeyError):
+        return None
+    return str(value) if value else None

@@ -17,6 +17,7 @@ import time
 import zlib
 from typing import Any
 
+import webob.exc
 from neutron.plugins.ml2 import plugin as ml2_plugin
 from neutron_lib import constants
 from neutron_lib import exceptions as n_exc
@@ -595,7 +596,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         except n_exc.PortNotFound:
             port = None
         tell_central_later = False
-        if port and _is_central_port(port.get("device_owner")):
+        if port and _is_central_port(port.get("device_owner")) and not self._by_isthmus(context):
+            _check_revision(context, port)  # before central: a refused delete must not happen there
             try:
                 if self._lives_here(port):
                     client().delete_port(id)
@@ -612,6 +614,15 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         if tell_central_later:
             self.reports.deleted_here(id)
         return result
+
+    @staticmethod
+    def _by_isthmus(context) -> bool:
+        """Isthmus' own job worker deletes copies, never users' ports: whatever it
+        read when it planned, its delete stays in this region. Without this, a copy
+        planned stale from an old read (bound elsewhere then, unbound by now)
+        became a delete of the user's port at central."""
+        identity = client().identity
+        return identity is not None and identity.is_caller(context)
 
     def _lives_here(self, port: dict) -> bool:
         # Central's word, not this copy's binding: a region that was down while
@@ -703,6 +714,18 @@ def _segment(network: dict) -> str:
 
 def _bound_elsewhere(port: dict, region: str) -> bool:
     return bound_region(port) not in (None, region)
+
+
+def _check_revision(context, port: dict) -> None:
+    """The caller's If-Match on this port, checked now. Neutron checks it only in
+    the database transaction, after central would already have deleted the port."""
+    constraint = context.get_transaction_constraint()
+    if constraint is None or constraint.resource != "ports" or constraint.resource_id != port["id"]:
+        return
+    if constraint.if_revision_match != port.get("revision_number"):
+        # What Neutron's revision plugin raises (a 412); its class is internal, webob's is not.
+        raise webob.exc.HTTPPreconditionFailed(detail=f"Constrained to {constraint.if_revision_match}, "
+                                                      f"but current revision is {port.get('revision_number')}")
 
 
 def _is_shadow_agent(agent: dict) -> bool:

@@ -27,7 +27,7 @@ from isthmus.network import bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.services import Services
-from isthmus.network.reconcilers.writes import update_as_read
+from isthmus.network.reconcilers.writes import delete_as_read, update_as_read
 
 LOG = logging.getLogger(__name__)
 
@@ -91,13 +91,14 @@ def apply(services: Services, neutron: NeutronClient, region: str, plan: plans.P
         if not plans.is_shadow(by_id[port_id]) and original is not None and not _still_elsewhere(services, port_id,
                                                                                               region):
             # Planned as the stale copy of a port bound elsewhere, from a read that may be
-            # old: the local plugin deletes at central a port it finds unbound, so a copy
-            # is deleted only while central still says the port lives in another region.
+            # old. The local plugin keeps this worker's deletes in the region (and the
+            # delete is conditional on the copy's revision); this re-read is the second
+            # guard, for a deployment whose worker and local plugin are different users.
             LOG.info("port %s in %s: no longer bound elsewhere at central; copy kept", port_id, region)
             continue
         LOG.info("port %s in %s: deleting %s", port_id, region,
                  "shadow" if plans.is_shadow(by_id[port_id]) else "copy")
-        neutron.delete("ports", port_id)
+        delete_as_read(neutron, "ports", by_id[port_id])
     for port in regional:
         original = central.get(port["id"])
         if original is not None and port["id"] not in plan.delete and not plans.is_shadow(port) \

@@ -23,4 +23,19 @@ def update_as_read(neutron: NeutronClient, collection: str, read: dict, changes:
     except Rejected as err:
         if err.status != PRECONDITION_FAILED:
             raise
-        raise RetryLater(f"{collection} {read['id']} changed since it was read; reading it again") from err
+        raise _changed(collection, read) from err
+
+
+def delete_as_read(neutron: NeutronClient, collection: str, read: dict) -> bool:
+    """Delete the object ``read`` only if it is still at the revision read (a copy
+    planned stale that Nova has bound since is not pulled from under its server)."""
+    try:
+        return neutron.delete(collection, read["id"], if_revision=read.get("revision_number"))
+    except Rejected as err:
+        if err.status != PRECONDITION_FAILED:
+            raise
+        raise _changed(collection, read) from err
+
+
+def _changed(collection: str, read: dict) -> RetryLater:
+    return RetryLater(f"{collection} {read['id']} changed since it was read; reading it again")

@@ -182,6 +182,20 @@ def test_central_network_objects(cloud) -> None:
     assert pods_job["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["CentralRegion:", "RegionOne:az1"]
 
 
+def test_the_job_worker_acts_as_the_user_the_local_plugins_keep_regional(cloud) -> None:
+    """A region's local plugin keeps the deletes of the user it calls central as in
+    the region (the worker deletes copies, never users' ports): the worker must be it."""
+    kids = children(cloud)
+    keystone = objects.identity_endpoints(kids["cloud-identity"])
+    central = by_name(objects.central_objects(kids["cloud-central-network"], CREDS, keystone, []))
+    xjob = ini(central["cloud-central-network-xjob-config"]["stringData"]["xjob.conf"])
+    for region in ("regionone", "regiontwo"):
+        files = region_objs(cloud, f"cloud-region-{region}")[f"cloud-region-{region}-neutron-config"]["stringData"]
+        local = ini(files["neutron.conf"])["isthmus_central"]
+        for option in ("username", "user_domain_name"):
+            assert local[option] == xjob["isthmus_service"][option]
+
+
 def test_xjob_serves_metrics_where_prometheus_is_told_to_scrape(cloud) -> None:
     kids = children(cloud)
     keystone = objects.identity_endpoints(kids["cloud-identity"])
