@@ -283,7 +283,7 @@ def missing_shadows(central_net: Raw, central_ports: Sequence[Raw], region: str,
 
     The rule of the port reconciler (isthmus/network/reconcilers/plans.py): a
     VxLAN network's region that has ports of its own on it (servers or router
-    interfaces) holds a shadow of every server port bound elsewhere."""
+    interfaces, bound) holds a shadow of every server port bound elsewhere."""
     if central_net.get("provider:network_type") != "vxlan":
         return []
     has_members = any(_is_member(p) for p in local_ports)
@@ -377,8 +377,10 @@ def _is_user_port(port: Mapping[str, Any]) -> bool:
 
 
 def _is_member(port: Mapping[str, Any]) -> bool:
+    """A server's port or a router interface, bound here (``plans.has_local_members``
+    restated: an unbound port needs no shadows, so none is counted missing)."""
     owner = port.get("device_owner") or ""
-    return _is_user_port(port) or owner.startswith(ROUTER_INTERFACE_PREFIX)
+    return (_is_user_port(port) or owner.startswith(ROUTER_INTERFACE_PREFIX)) and bool(port.get("binding:host_id"))
 
 
 def _server_names(regions: Iterable[RegionSnapshot]) -> dict[str, str]:

@@ -79,6 +79,8 @@ def test_no_shadow_expected_without_local_members_or_on_vlan() -> None:
     assert model.missing_shadows(central, ports, "RegionTwo", [member]) == [fx.PORT1]
     vlan = fx.network(**{"provider:network_type": "vlan"})
     assert model.missing_shadows(vlan, ports, "RegionTwo", [member]) == []
+    unbound = {**member, "binding:host_id": ""}  # a server's port before Nova binds it (or after)
+    assert model.missing_shadows(central, ports, "RegionTwo", [unbound]) == []
 
 
 def test_region_without_a_copy() -> None:
