@@ -45,6 +45,15 @@ gateway_opts = [
     cfg.IntOpt("connection_limit", default=200, min=1, help="Pooled connections to all regions together."),
     cfg.IntOpt("catalog_ttl", default=300, min=1,
                help="Seconds endpoints and microversion ranges are cached; refreshed early on connection errors."),
+    cfg.StrOpt("placement_policy", default="fewest_projects", choices=[
+        ("fewest_projects", "a project's first binding goes to the region (of its AZ) with the fewest "
+                            "bound projects"),
+        ("most_free_capacity", "to the region with the most free RAM, then VCPUs, as its Placement service "
+                               "reports them (a region whose Placement does not answer ranks last)")],
+        help="Where a project without a binding is bound (an admin can bind it first through the Admin API; "
+             "a region whose breaker is open gets no new binding while another fits)."),
+    cfg.FloatOpt("capacity_ttl", default=30.0, min=0.0,
+                 help="Seconds a region's capacity read from Placement is reused (most_free_capacity)."),
     cfg.BoolOpt("lookup_unrouted", default=False,
                 help="GET by an id the routing table does not know asks every region (default: 404 at once; "
                 "lists adopt resources they see, so anything listed is routable)."),

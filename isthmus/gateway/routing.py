@@ -15,6 +15,7 @@ from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from isthmus.gateway.capacity import CapacityReader, rank_by_capacity
 from isthmus.gateway.faults import Fault
 from isthmus.registry import Conflict, NotFound, Pod, Registry, Routing
 from isthmus.registry.bindings import Bindings
@@ -25,8 +26,11 @@ T = TypeVar("T")
 
 class Router:
     def __init__(self, registry: Registry, central_region: str, master_region: str | None = None,
-                 pods_ttl: float = 10.0, cache_size: int = 200_000) -> None:
+                 pods_ttl: float = 10.0, cache_size: int = 200_000, capacity: CapacityReader | None = None) -> None:
         self.registry = registry
+        # Set: new bindings go to the region with the most free room (policy
+        # most_free_capacity); None: to the region with the fewest bound projects.
+        self.capacity = capacity
         self.bindings = Bindings(registry.engine)
         self.central_region = central_region
         self._master = master_region
@@ -43,6 +47,8 @@ class Router:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self.capacity is not None:
+            self.capacity.close()
 
     # --- pods ------------------------------------------------------------------
     async def pods(self) -> list[Pod]:
@@ -91,10 +97,11 @@ class Router:
     async def choose(self, project_id: str, az: str | None, sick: Collection[str] = ()) -> Pod:
         """Where a new server/volume of ``project_id`` goes: the project's oldest
         binding that fits the AZ (an admin sets a preference by creating one through
-        the Admin API); else a new binding, to the region of that AZ with the fewest
-        bound projects (tenants spread over regions, never all on the first by name),
-        leaving out regions in ``sick`` (their breaker is open) while any other fits.
-        An existing binding never moves. Unknown AZ: 400, nothing bound."""
+        the Admin API); else a new binding, to the region of that AZ with the most
+        free capacity (policy ``most_free_capacity``) or the fewest bound projects
+        (tenants spread over regions, never all on the first by name), leaving out
+        regions in ``sick`` (their breaker is open) while any other fits. An
+        existing binding never moves. Unknown AZ: 400, nothing bound."""
         pods = await self.pods()
         if not pods:
             raise Fault(503, "No region is available for new resources.")
@@ -108,6 +115,11 @@ class Router:
         healthy = [p for p in candidates if p.region_name not in sick] or candidates
         counts = await self._db(self.bindings.counts)
         chosen = min(healthy, key=lambda p: (counts.get(p.pod_id, 0), p.region_name))
+        if self.capacity is not None and len(healthy) > 1:
+            by_region = {p.region_name: p for p in healthy}
+            room = await self.capacity.of(by_region)
+            ranked = rank_by_capacity(by_region, room, lambda r: (counts.get(by_region[r].pod_id, 0), r))
+            chosen = by_region[ranked[0]]
         await self._db(self.bindings.bind, project_id, chosen.pod_id)
         return chosen
 

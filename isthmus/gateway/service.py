@@ -42,8 +42,14 @@ def build(conf):
     require_current(engine, "isthmus-gateway")
     registry = Registry(engine)
     require_master(registry, g.central_region, g.master_region)
-    router = Router(registry, g.central_region, g.master_region)
     session = config.service_session(conf)
+    capacity = None
+    if g.placement_policy == "most_free_capacity":
+        from isthmus.gateway.capacity import CapacityReader, read_capacity
+
+        interface = conf.service_credentials.interface
+        capacity = CapacityReader(lambda region: read_capacity(session, region, interface), g.capacity_ttl)
+    router = Router(registry, g.central_region, g.master_region, capacity=capacity)
     catalog = Catalog(keystone_loader(session), conf.service_credentials.interface, {g.central_region},
                       g.catalog_ttl)
     settings = Settings(public_url=g.public_url, list_timeout=g.list_timeout, request_timeout=g.request_timeout,

@@ -199,6 +199,9 @@ def api_gateway_section() -> Schema:
         "cinder": boolean("Serve and register the volumev3 endpoint.", True),
         "replicas": replicas(),
         "masterRegion": string("Region of the global objects (flavors, keypairs); default: the first region."),
+        "placementPolicy": string("Where a project's first server or volume binds it: the region with the fewest "
+                                  "bound projects, or the most free RAM and VCPUs (Placement).",
+                                  default="fewest_projects", enum=["fewest_projects", "most_free_capacity"]),
         "regionSelector": strings("Regions behind the gateway (default: all)."),
         "azMapping": string_map("Region -> availability zone (default: each region's own)."),
     }, default={})

@@ -702,7 +702,7 @@ def gateway_objects(gw: Obj, creds: Credentials, keystone: Endpoints, backends: 
         bind_host="0.0.0.0", bind_port=GATEWAY_PORT, public_url=urls.public, central_region=spec["centralRegionName"],
         master_region=spec.get("masterRegion") or (backends[0].region if backends else ""),
         database_connection=db_url(spec, creds, "isthmus"), service_user=user, list_timeout=None, catalog_ttl=None,
-        interface="internal")
+        interface="internal", placement_policy=spec.get("placementPolicy"))
     config = secret(gw, f"{name}-config", "isthmus-gateway",
                     {"gateway.conf": ini.render(ini.prune(services.gateway_conf(values)))}, where)
     # The gateway finds regions in the catalogue; the ConfigMap records which ones are

@@ -58,6 +58,7 @@ class GatewayValues:
     interface: str = "public"
     debug: bool = False
     tls: TLSFiles | None = None  # serve https
+    placement_policy: str | None = None  # None: the product default (fewest_projects)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def gateway_conf(values: GatewayValues) -> Sections:
             "bind_host": values.bind_host, "bind_port": values.bind_port,
             "public_url": values.public_url, "central_region": values.central_region,
             "master_region": values.master_region, "list_timeout": values.list_timeout,
-            "catalog_ttl": values.catalog_ttl,
+            "catalog_ttl": values.catalog_ttl, "placement_policy": values.placement_policy,
         },
         "database": {"connection": values.database_connection},
         "keystone_authtoken": keystone_authtoken(values.service_user),

@@ -39,6 +39,7 @@ def values(layout: Layout) -> GatewayValues:
         database_connection=layout.isthmus_db_url,
         service_user=ServiceUser(layout.auth_url, ISTHMUS_USER, PASSWORD, CENTRAL_REGION),
         list_timeout=10, catalog_ttl=60, interface="public", tls=layout.tls_files(),
+        placement_policy="fewest_projects",  # written out as the operator does (its CRD default)
     )
 
 
@@ -46,9 +47,17 @@ def write_config(layout: Layout) -> Path:
     return ini.write(config_path(layout), gateway_conf(values(layout)))
 
 
+def config_dir(layout: Layout) -> Path:
+    """Operator overrides (``*.conf``), read after gateway.conf, kept across restarts
+    (``isthmus sandbox restart isthmus-gateway`` rewrites gateway.conf only)."""
+    return layout.etc / "isthmus" / "gateway.conf.d"
+
+
 def start(layout: Layout) -> process.ServiceRecord:
     conf = write_config(layout)
-    argv = [sys.executable, "-m", "isthmus.gateway.service", "--config-file", str(conf)]
+    config_dir(layout).mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "isthmus.gateway.service", "--config-file", str(conf),
+            "--config-dir", str(config_dir(layout))]
     return process.start("isthmus-gateway", argv, log=layout.logs / "isthmus-gateway.log", run_dir=layout.run,
                          port=layout.gateway_port, url=layout.isthmus_url(layout.gateway_port, "/"),
                          ca=layout.ca_file)

@@ -259,6 +259,15 @@ def test_gateway_backends_and_hash() -> None:
     assert {o["spec"]["serviceType"] for o in no_cinder.values() if o["kind"] == "EndpointRegistration"} == {"compute"}
 
 
+def test_gateway_placement_policy_reaches_its_config() -> None:
+    def policy(cloud) -> str:
+        files = gateway(cloud, ["RegionOne"])["cloud-api-gateway-config"]["stringData"]
+        return ini(files["gateway.conf"])["gateway"]["placement_policy"]
+
+    assert policy(make_cloud()) == "fewest_projects"
+    assert policy(make_cloud(apiGateway={"placementPolicy": "most_free_capacity"})) == "most_free_capacity"
+
+
 def test_ccm_cloud_conf(cloud) -> None:
     kids = children(cloud)
     keystone = objects.identity_endpoints(kids["cloud-identity"])
