@@ -20,6 +20,7 @@ module) and the per-region networks go at the end. The outage test stops
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import subprocess
 import time
@@ -107,10 +108,11 @@ def controller(kmock: Any, world: LBWorld) -> Any:
                              cluster_name=world.tag, wait_timeout=120, resync=0)
 
 
-def put_node(kmock: Any, name: str, region: str, ip: str, ready: bool = True, unschedulable: bool = False) -> None:
+def put_node(kmock: Any, name: str, region: str, ip: str, ready: bool = True, unschedulable: bool = False,
+             server_id: str | None = None) -> None:
     kmock.objects[resource("nodes"), None, name] = {
         "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
-        "spec": {"providerID": f"openstack://{region}/{uuid.uuid4()}", "unschedulable": unschedulable},
+        "spec": {"providerID": f"openstack://{region}/{server_id or uuid.uuid4()}", "unschedulable": unschedulable},
         "status": {"addresses": [{"type": "InternalIP", "address": ip}],
                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
@@ -300,6 +302,59 @@ async def test_source_ranges_in_every_region_and_a_cordoned_region_keeps_its_loa
     await in_thread(ctl.sync)
     for node in ("r-one", "r-two"):
         await in_thread(functools.partial(core_api(kmock).delete_node, node))
+
+
+@pytest.mark.asyncio
+async def test_managed_security_group_opens_node_ports_on_member_ports_and_goes_with_the_service(
+        kmock: Any, lbworld: LBWorld, tmp_path: Path) -> None:
+    """Issue 26 item 10, manage-security-groups: a group opening the NodePorts from the
+    member subnet, on the member nodes' ports (found by the providerID's server id)."""
+    name = f"{lbworld.tag}-sg"
+    network = lbworld.sandbox.connect("RegionOne").network
+    subnet = network.get_subnet(lbworld.subnets["RegionOne"])
+    servers = [str(uuid.uuid4()) for _ in range(2)]
+    ports = [network.create_port(network_id=subnet.network_id, device_id=vm, name=f"{name}-{i}")
+             for i, vm in enumerate(servers)]
+    conf = tmp_path / "cloud.conf"
+    managed = "[LoadBalancer]\nmanage-security-groups = true\n"
+    conf.write_text(lbworld.conf.read_text().replace("[LoadBalancer]\n", managed, 1))
+    ctl = controller(kmock, LBWorld(lbworld.tag, lbworld.sandbox, lbworld.subnets, conf))
+    group_name = f"lb-sg-{lb_name(lbworld, name)}"
+
+    def groups_of(port_id: str) -> list[str]:
+        return list(network.get_port(port_id).security_group_ids)
+
+    try:
+        for i, (vm, port) in enumerate(zip(servers, ports, strict=True)):
+            put_node(kmock, f"sg-{i}", "RegionOne", port.fixed_ips[0]["ip_address"], server_id=vm)
+        put_service(kmock, name, (("TCP", 80, 30080), ("UDP", 53, 30053)))
+        outcome = (await in_thread(ctl.sync))[f"default/{name}"]
+        assert not outcome.failed, outcome
+        (group,) = await in_thread(lambda: list(network.security_groups(name=group_name)))
+        rules = {(r["protocol"], r["port_range_min"], r["port_range_max"], r["remote_ip_prefix"])
+                 for r in group.security_group_rules if r["direction"] == "ingress"}
+        assert rules == {("tcp", 30080, 30080, subnet.cidr), ("udp", 30053, 30053, subnet.cidr)}
+        for port in ports:
+            assert group.id in await in_thread(functools.partial(groups_of, port.id))
+
+        await in_thread(lambda: core_api(kmock).delete_node("sg-1"))  # no member any more: off its port
+        assert not (await in_thread(ctl.sync))[f"default/{name}"].failed
+        assert group.id not in await in_thread(functools.partial(groups_of, ports[1].id))
+        assert group.id in await in_thread(functools.partial(groups_of, ports[0].id))
+
+        await in_thread(lambda: core_api(kmock).delete_namespaced_service(name, "default"))
+        await in_thread(ctl.sync)
+        assert service(kmock, name) is None
+        assert await in_thread(lambda: list(network.security_groups(name=group_name))) == []
+        assert group.id not in await in_thread(functools.partial(groups_of, ports[0].id))
+    finally:
+        for node in ("sg-0", "sg-1"):
+            with contextlib.suppress(Exception):  # sg-1 is gone already
+                core_api(kmock).delete_node(node)
+        for port in ports:
+            network.delete_port(port.id, ignore_missing=True)
+        for leftover in network.security_groups(name=group_name):
+            network.delete_security_group(leftover.id, ignore_missing=True)
 
 
 def sandbox_service(action: str, state_dir: Path, name: str) -> None:

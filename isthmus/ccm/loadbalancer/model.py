@@ -148,6 +148,7 @@ class LBNode:
     ready: bool
     unschedulable: bool
     excluded: bool  # node.kubernetes.io/exclude-from-external-load-balancers
+    server_id: str = ""  # the providerID's instance id ("" when it has none)
 
 
 def node_region(provider_id: str, labels: Mapping[str, str]) -> str:
@@ -172,7 +173,15 @@ def _lb_node(name: str, provider_id: str, labels: Mapping[str, str], addresses: 
         ready=ready,
         unschedulable=unschedulable,
         excluded=LABEL_EXCLUDE in labels,
+        server_id=_server_id(provider_id),
     )
+
+
+def _server_id(provider_id: str) -> str:
+    try:
+        return providerid.parse(provider_id).instance_id if provider_id else ""
+    except providerid.ProviderIDError:
+        return ""
 
 
 def lb_node(node: Any) -> LBNode:

@@ -21,7 +21,25 @@ from typing import Any, Protocol
 
 from isthmus.ccm.clients import RegionBreaker, RegionCache, _get_or_none, _region_errors, _sdk_connection
 from isthmus.ccm.errors import CCMError, RegionError
-from isthmus.ccm.loadbalancer.plan import DesiredLB, Listener, Member, Monitor, is_ours, ownership_marker
+from isthmus.ccm.loadbalancer.plan import (
+    DesiredLB,
+    Listener,
+    Member,
+    Monitor,
+    is_ours,
+    ownership_marker,
+    security_group_name,
+)
+from isthmus.ccm.loadbalancer.secgroups import (
+    GroupRecord,
+    PortRecord,
+    Rule,
+    RuleRecord,
+    SecurityGroupAPI,
+    Subnet,
+    ensure_security_group,
+    remove_security_groups,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -108,7 +126,7 @@ class FloatingIP:
     description: str
 
 
-class OctaviaAPI(Protocol):
+class OctaviaAPI(SecurityGroupAPI, Protocol):
     """What the reconciler needs from one region (fakeable)."""
 
     region: str
@@ -263,6 +281,12 @@ class RegionReconciler:
         lb = self.wait_active(lb.id)
         result = EnsureResult(lb.id, lb.vip_address, "", changes)
         self._ensure_fip(lb, desired, uid, service_key, result)
+        if desired.security_group is not None:
+            done, problems = ensure_security_group(self.api, desired.security_group, uid)
+            result.changes += done
+            result.problems += problems
+        else:  # turned off (or never on): a group of ours from before goes
+            result.changes += remove_security_groups(self.api, security_group_name(desired.name), uid)
         return result
 
     def _changed(self, lb_id: str, changes: list[str], what: str) -> None:
@@ -421,6 +445,7 @@ class RegionReconciler:
                 self.api.delete_load_balancer(lb.id)
                 done.append(f"deleted load balancer {lb.id}")
             self._wait_gone(lb.id)
+        done += remove_security_groups(self.api, security_group_name(name), uid)
         return done
 
     def _wait_gone(self, lb_id: str) -> None:
@@ -445,6 +470,29 @@ def _lb(raw: Any) -> LBRecord:
     return LBRecord(id=raw.id, name=raw.name or "", description=raw.description or "",
                     provisioning_status=raw.provisioning_status or "", vip_address=raw.vip_address or "",
                     vip_port_id=raw.vip_port_id or "", listener_ids=_ids(raw.listeners))
+
+
+def _group(raw: Any) -> GroupRecord:
+    return GroupRecord(raw.id, raw.name or "", raw.description or "",
+                       tuple(_rule(r) for r in raw.security_group_rules or ()))
+
+
+def _rule(raw: Any) -> RuleRecord:
+    """A rule of ours is one port, one protocol, from a prefix; anything else is not."""
+    def get(key: str) -> Any:
+        return raw.get(key) if isinstance(raw, dict) else getattr(raw, key, None)
+
+    low, high = get("port_range_min"), get("port_range_max")
+    ours = (low is not None and low == high and get("protocol") and get("remote_ip_prefix")
+            and not get("remote_group_id"))
+    rule = Rule(str(get("ethertype")), str(get("protocol")), int(low), str(get("remote_ip_prefix"))) if ours else None
+    return RuleRecord(str(get("id")), str(get("direction")), rule)
+
+
+def _port(raw: Any) -> PortRecord:
+    return PortRecord(raw.id, raw.device_id or "", tuple(ip["subnet_id"] for ip in raw.fixed_ips or ()),
+                      tuple(raw.security_group_ids or ()), int(raw.revision_number or 0),
+                      raw.is_port_security_enabled is not False)
 
 
 def _fip(raw: Any) -> FloatingIP:
@@ -593,6 +641,54 @@ class OctaviaClient:
 
     def delete_floating_ip(self, fip_id: str) -> None:
         self._do(f"delete floating IP {fip_id}", lambda: self._conn.network.delete_ip(fip_id, ignore_missing=True))
+
+    # --- security groups (manage-security-groups) ---
+
+    def get_subnet(self, subnet_id: str) -> Subnet | None:
+        raw = self._get(f"GET subnet {subnet_id}", lambda: self._conn.network.get_subnet(subnet_id))
+        return None if raw is None else Subnet(raw.cidr, int(raw.ip_version))
+
+    def find_security_groups(self, name: str) -> list[GroupRecord]:
+        return self._do(f"list security groups named {name}",
+                        lambda: [_group(g) for g in self._conn.network.security_groups(name=name)])
+
+    def create_security_group(self, name: str, description: str) -> GroupRecord:
+        return self._do(f"create security group {name}", lambda: _group(
+            self._conn.network.create_security_group(name=name, description=description)))
+
+    def create_security_group_rule(self, group_id: str, rule: Rule) -> None:
+        self._do(f"create rule in security group {group_id}", lambda: self._conn.network.create_security_group_rule(
+            security_group_id=group_id, direction="ingress", ether_type=rule.ethertype, protocol=rule.protocol,
+            port_range_min=rule.port, port_range_max=rule.port, remote_ip_prefix=rule.remote_ip_prefix))
+
+    def delete_security_group_rule(self, rule_id: str) -> None:
+        self._do(f"delete security group rule {rule_id}",
+                 lambda: self._conn.network.delete_security_group_rule(rule_id, ignore_missing=True))
+
+    def delete_security_group(self, group_id: str) -> None:
+        self._do(f"delete security group {group_id}",
+                 lambda: self._conn.network.delete_security_group(group_id, ignore_missing=True))
+
+    def server_ports(self, server_id: str) -> list[PortRecord]:
+        return self._do(f"list ports of server {server_id}",
+                        lambda: [_port(p) for p in self._conn.network.ports(device_id=server_id)])
+
+    def ports_with_security_group(self, group_id: str) -> list[PortRecord]:
+        return self._do(f"list ports in security group {group_id}",
+                        lambda: [_port(p) for p in self._conn.network.ports(security_groups=[group_id])])
+
+    def set_port_security_groups(self, port_id: str, groups: tuple[str, ...], revision: int) -> None:
+        from openstack import exceptions as sdk_exc
+
+        try:
+            self._do(f"update security groups of port {port_id}", lambda: self._conn.network.update_port(
+                port_id, if_revision=revision, security_group_ids=list(groups)))
+        except RegionError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, sdk_exc.HttpException) and cause.status_code == 412:
+                raise LBError(self.region, f"port {port_id} changed while its security groups were "
+                                           f"being set: retrying") from exc
+            raise
 
 
 class OctaviaClients:

@@ -38,6 +38,7 @@ class LBOptions:
     availability_zone: str = ""
     internal_lb: bool = False
     create_monitor: bool = False
+    manage_security_groups: bool = False  # a group opening the NodePorts on member nodes' ports
     monitor_delay: int = 5  # seconds; OCCM's defaults
     monitor_timeout: int = 3
     monitor_max_retries: int = 1
@@ -57,6 +58,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "availability-zone": ("availability_zone", "str"),
     "internal-lb": ("internal_lb", "bool"),
     "create-monitor": ("create_monitor", "bool"),
+    "manage-security-groups": ("manage_security_groups", "bool"),
     "monitor-delay": ("monitor_delay", "seconds"),
     "monitor-timeout": ("monitor_timeout", "seconds"),
     "monitor-max-retries": ("monitor_max_retries", "int"),
@@ -66,7 +68,7 @@ KEYS: dict[str, tuple[str, str]] = {
 # OCCM keys with no effect here; named in the warning so nobody believes they apply.
 UNSUPPORTED_KEYS = frozenset({
     "use-octavia", "lb-version", "floating-subnet-id", "floating-subnet", "floating-subnet-tags",
-    "manage-security-groups", "cascade-delete", "enable-ingress-hostname", "ingress-hostname-suffix",
+    "cascade-delete", "enable-ingress-hostname", "ingress-hostname-suffix",
     "max-shared-lb", "container-store", "provider-requires-serial-api-calls", "tls-container-ref",
     "default-tls-container-ref", "node-security-group", "internal-lb-subnet",
 })

@@ -70,6 +70,19 @@ class Listener:
 
 
 @dataclass(frozen=True)
+class SecurityGroupPlan:
+    """``manage-security-groups``: the region's group of one Service (secgroups.py)."""
+
+    name: str
+    description: str
+    member_subnet_id: str
+    node_ports: tuple[tuple[str, int], ...]  # (tcp/udp/sctp, port): NodePorts and healthCheckNodePort
+    servers: tuple[str, ...]  # member nodes' server ids
+    provider: str = ""
+    source_ranges: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class DesiredLB:
     region: str
     name: str
@@ -85,6 +98,7 @@ class DesiredLB:
     keep_floatingip: bool
     floating_ip: str  # an existing floating IP to use instead of allocating one
     vip_address: str = ""  # an internal load balancer's requested VIP (spec.loadBalancerIP)
+    security_group: SecurityGroupPlan | None = None  # None: no group (an existing one of ours is removed)
 
 
 @dataclass
@@ -105,6 +119,10 @@ class Plan:
 
 def lb_name(cluster: str, namespace: str, name: str) -> str:
     return f"kube_service_{cluster}_{namespace}_{name}"[:NAME_LIMIT]
+
+
+def security_group_name(lb: str) -> str:
+    return f"lb-sg-{lb}"[:NAME_LIMIT]
 
 
 def ownership_marker(uid: str) -> str:
@@ -296,19 +314,45 @@ def _desired(service: m.ServiceView, region: str, name: str, opts: LBOptions, no
     internal = _bool(ann, m.ANN_INTERNAL, opts.internal_lb, problems)
     floating = "" if internal else (m.annotation(ann, m.ANN_FLOATING_NETWORK_ID, region) or opts.floating_network_id)
     requested = (m.annotation(ann, m.ANN_LB_ADDRESS) or service.load_balancer_ip) if region_count == 1 else ""
+    member_subnet = m.annotation(ann, m.ANN_MEMBER_SUBNET_ID, region) or opts.member_subnet_id or subnet
+    listeners = _listeners(service, name, opts, nodes, cidrs, problems)
+    group = None
+    if opts.manage_security_groups and member_subnet:
+        group = _security_group(service, name, member_subnet, nodes, opts.lb_provider, cidrs, cluster)
+    elif opts.manage_security_groups:
+        problems.append(f"region {region}: manage-security-groups needs a member subnet (subnet-id or "
+                        f"member-subnet-id): no security group managed")
     return DesiredLB(
         region=region,
         name=name,
         description=lb_description(service, cluster),
         vip_subnet_id=subnet,
         vip_network_id="" if subnet else network,
-        member_subnet_id=m.annotation(ann, m.ANN_MEMBER_SUBNET_ID, region) or opts.member_subnet_id or subnet,
+        member_subnet_id=member_subnet,
         provider=opts.lb_provider,
         flavor_id=m.annotation(ann, m.ANN_FLAVOR_ID) or opts.flavor_id,
         availability_zone=m.annotation(ann, m.ANN_AVAILABILITY_ZONE) or opts.availability_zone,
-        listeners=_listeners(service, name, opts, nodes, cidrs, problems),
+        listeners=listeners,
         floating_network_id=floating,
         keep_floatingip=_bool(ann, m.ANN_KEEP_FLOATINGIP, False, problems),
         floating_ip="" if internal else requested,
         vip_address=requested if internal else "",
+        security_group=group,
+    )
+
+
+def _security_group(service: m.ServiceView, name: str, member_subnet: str, nodes: Sequence[m.LBNode],
+                    provider: str, cidrs: tuple[str, ...], cluster: str) -> SecurityGroupPlan:
+    # From the Service, not the members: a region whose nodes are all cordoned keeps its rules.
+    node_ports = {(p.protocol, p.node_port) for p in service.ports if p.protocol in PROTOCOLS and p.node_port}
+    if service.local_health_port:
+        node_ports.add(("TCP", service.local_health_port))  # kube-proxy's health check, HTTP
+    return SecurityGroupPlan(
+        name=security_group_name(name),
+        description=lb_description(service, cluster),
+        member_subnet_id=member_subnet,
+        node_ports=tuple(sorted((proto.lower(), port) for proto, port in node_ports)),
+        servers=tuple(sorted({n.server_id for n in nodes if n.server_id})),
+        provider=provider,
+        source_ranges=cidrs,
     )

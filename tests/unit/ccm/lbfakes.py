@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from isthmus.ccm.errors import RegionError
 from isthmus.ccm.loadbalancer.octavia import (
     FloatingIP,
+    LBError,
     LBRecord,
     ListenerRecord,
     MemberRecord,
@@ -16,6 +17,7 @@ from isthmus.ccm.loadbalancer.octavia import (
     PoolRecord,
 )
 from isthmus.ccm.loadbalancer.plan import DesiredLB, Listener, Member, Monitor
+from isthmus.ccm.loadbalancer.secgroups import GroupRecord, PortRecord, Rule, RuleRecord, Subnet
 
 _ids = itertools.count(1)
 
@@ -38,6 +40,10 @@ class FakeOctavia:
     pending_reads: int = 0  # get_load_balancer answers PENDING_UPDATE this many times
     subnets: dict[str, str] = field(default_factory=dict)  # member address -> subnet seen
     ignores_cidrs: bool = False  # an Octavia (API < 2.12, or a provider) without allowed_cidrs
+    # Neutron's side of manage-security-groups
+    subnet_cidrs: dict[str, Subnet] = field(default_factory=dict)
+    groups: dict[str, GroupRecord] = field(default_factory=dict)
+    ports: dict[str, PortRecord] = field(default_factory=dict)
 
     def _read(self, what: str) -> None:
         if self.down:
@@ -189,6 +195,51 @@ class FakeOctavia:
     def delete_floating_ip(self, fip_id: str) -> None:
         self._write(f"delete fip {self.fips[fip_id].address}")
         self.fips.pop(fip_id)
+
+    def get_subnet(self, subnet_id: str) -> Subnet | None:
+        self._read("get subnet")
+        return self.subnet_cidrs.get(subnet_id)
+
+    def find_security_groups(self, name: str) -> list[GroupRecord]:
+        self._read("list groups")
+        return [g for g in self.groups.values() if g.name == name]
+
+    def create_security_group(self, name: str, description: str) -> GroupRecord:
+        self._write(f"create group {name}")
+        egress = tuple(RuleRecord(new_id("rule"), "egress", None) for _ in ("IPv4", "IPv6"))  # Neutron's defaults
+        group = GroupRecord(new_id("sg"), name, description, egress)
+        self.groups[group.id] = group
+        return group
+
+    def create_security_group_rule(self, group_id: str, rule: Rule) -> None:
+        self._write(f"add rule {rule.protocol}/{rule.port} from {rule.remote_ip_prefix}")
+        group = self.groups[group_id]
+        self.groups[group_id] = replace(group, rules=(*group.rules, RuleRecord(new_id("rule"), "ingress", rule)))
+
+    def delete_security_group_rule(self, rule_id: str) -> None:
+        self._write(f"delete rule {rule_id}")
+        for gid, group in self.groups.items():
+            self.groups[gid] = replace(group, rules=tuple(r for r in group.rules if r.id != rule_id))
+
+    def delete_security_group(self, group_id: str) -> None:
+        self._write(f"delete group {self.groups[group_id].name}")
+        assert not self.ports_with_security_group(group_id), "Neutron refuses: the group is in use"
+        self.groups.pop(group_id)
+
+    def server_ports(self, server_id: str) -> list[PortRecord]:
+        self._read("ports of server")
+        return [p for p in self.ports.values() if p.device_id == server_id]
+
+    def ports_with_security_group(self, group_id: str) -> list[PortRecord]:
+        self._read("ports in group")
+        return [p for p in self.ports.values() if group_id in p.security_groups]
+
+    def set_port_security_groups(self, port_id: str, groups: tuple[str, ...], revision: int) -> None:
+        port = self.ports[port_id]
+        if port.revision != revision:
+            raise LBError(self.region, f"port {port_id} changed: retrying")
+        self._write(f"port {port_id} groups {len(groups)}")
+        self.ports[port_id] = replace(port, security_groups=groups, revision=revision + 1)
 
     # --- views for assertions ---
 

@@ -52,6 +52,7 @@ monitor-timeout = 30s
 monitor-max-retries = 2
 lb-provider = amphora
 manage-security-groups = true
+cascade-delete = false
 use-octavia = true
 [LoadBalancer "RegionTwo"]
 subnet-id = s2
@@ -61,10 +62,10 @@ floating-network-id = ext2
     two = config.load_balancer.options_for("RegionTwo")
     assert one == LBOptions(subnet_id="s1", floating_network_id="ext", lb_method="LEAST_CONNECTIONS",
                             create_monitor=True, monitor_delay=60, monitor_timeout=30, monitor_max_retries=2,
-                            lb_provider="amphora")
+                            lb_provider="amphora", manage_security_groups=True)
     assert (two.subnet_id, two.floating_network_id, two.monitor_delay) == ("s2", "ext2", 60)
     # an OCCM key with no effect here is named, not silently taken; use-octavia is always true here
-    assert any("manage-security-groups is not supported" in w for w in config.warnings)
+    assert any("cascade-delete is not supported" in w for w in config.warnings)
     assert not any("use-octavia" in w for w in config.warnings)
     # no section [LoadBalancer] warning any more, and defaults without it
     assert parse_config(BASE).load_balancer.options_for("RegionOne") == LBOptions()

@@ -106,7 +106,7 @@ def test_node_view_carries_what_the_load_balancers_read() -> None:
 
     cordoned = node_view(v1(True))
     assert m.lb_node_from_view(cordoned) == m.lb_node(v1(True)) == m.LBNode(
-        "n", "RegionTwo", "10.1.0.9", True, True, True)
+        "n", "RegionTwo", "10.1.0.9", True, True, True, server_id="i-n")
     assert m.lb_node_from_view(node_view(v1(None))) == m.lb_node(v1(None))
     assert node_view(v1(True, rv="2")).same_content(cordoned)  # a heartbeat
     assert not node_view(v1(None, rv="2")).same_content(cordoned)  # uncordoned: a change
