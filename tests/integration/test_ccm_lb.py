@@ -348,13 +348,16 @@ async def test_managed_security_group_opens_node_ports_on_member_ports_and_goes_
         assert await in_thread(lambda: list(network.security_groups(name=group_name))) == []
         assert group.id not in await in_thread(functools.partial(groups_of, ports[0].id))
     finally:
-        for node in ("sg-0", "sg-1"):
-            with contextlib.suppress(Exception):  # sg-1 is gone already
-                core_api(kmock).delete_node(node)
-        for port in ports:
-            network.delete_port(port.id, ignore_missing=True)
-        for leftover in network.security_groups(name=group_name):
-            network.delete_security_group(leftover.id, ignore_missing=True)
+        def clean_up() -> None:
+            for node in ("sg-0", "sg-1"):
+                with contextlib.suppress(Exception):  # sg-1 is gone already
+                    core_api(kmock).delete_node(node)
+            for port in ports:
+                network.delete_port(port.id, ignore_missing=True)
+            for leftover in network.security_groups(name=group_name):
+                network.delete_security_group(leftover.id, ignore_missing=True)
+
+        await in_thread(clean_up)  # kmock answers on this event loop: never block it
 
 
 def sandbox_service(action: str, state_dir: Path, name: str) -> None:
