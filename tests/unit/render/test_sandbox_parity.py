@@ -1,7 +1,8 @@
 """The sandbox writes, through isthmus.render, byte for byte the files it wrote
 before the renderer existed (sandbox_configs.golden was captured from the
 pre-refactor code, commit 5682f34, with machine-specific paths replaced; regenerated
-with render_all() when a sandbox file changes on purpose: since then, [metrics] and [gateway_sync] in xjob.conf, and
+with render_all() when a sandbox file changes on purpose: since then, [metrics] and [gateway_sync] in xjob.conf,
+gateway.conf's placement_policy, and
 nova.conf/cinder.conf were added when they moved to isthmus.render.compute, and Keystone's
 in-process [cache] for the sandbox's single worker)."""
 
