@@ -2,7 +2,13 @@
 
 Each region is its own Neutron: a slow or down one delays no other. A region
 that cannot be reached makes the job retry later (never read as "gone"); a
-region that refuses the request fails the job with its message.
+region that refuses the request fails the job with its message, except a
+policy refusal (403), which is retried: a neutron-server that has just started
+loads its plugins and their policy rules on its first requests, and answered
+Isthmus' service user 403 for a write it allows a moment later (seen in a fault
+campaign, right after a regional neutron-server was killed and restarted). A
+service user the region really refuses still fails the job, after the engine's
+``max_attempts``, with the region's message.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from isthmus.jobs import PermanentFailure, RetryLater
 
 LOG = logging.getLogger(__name__)
 MAX_PARALLEL_REGIONS = 8
+FORBIDDEN = 403
 
 
 def in_every_region(regions: Sequence[str], step: Callable[[str], None], label: str) -> None:
@@ -27,7 +34,7 @@ def in_every_region(regions: Sequence[str], step: Callable[[str], None], label: 
         # Each in a copy of this context: the job's call guard (stop when the
         # lease is lost or the deadline passed) must reach the region threads.
         outcomes = {region: pool.submit(contextvars.copy_context().run, step, region) for region in regions}
-    unreachable = []
+    unreachable, refused = [], []
     for region, outcome in outcomes.items():
         try:
             outcome.result()
@@ -35,6 +42,11 @@ def in_every_region(regions: Sequence[str], step: Callable[[str], None], label: 
             LOG.warning("%s: %s; will retry", label, err)
             unreachable.append(region)
         except Rejected as err:
-            raise PermanentFailure(f"{region}: {err}") from err
-    if unreachable:
-        raise RetryLater(f"regions unreachable: {', '.join(unreachable)}")
+            if err.status != FORBIDDEN:
+                raise PermanentFailure(f"{region}: {err}") from err
+            LOG.warning("%s: %s; will retry", label, err)
+            refused.append(f"{region} ({err})")
+    if unreachable or refused:
+        raise RetryLater("; ".join(
+            ([f"regions unreachable: {', '.join(unreachable)}"] if unreachable else [])
+            + ([f"refused by policy: {', '.join(refused)}"] if refused else [])))
