@@ -26,6 +26,10 @@ MAX_PARALLEL_REGIONS = 8
 FORBIDDEN = 403
 
 
+class RefusedByPolicy(Exception):
+    """A region answered 403: retried as a failure (backoff, ``max_attempts``)."""
+
+
 def in_every_region(regions: Sequence[str], step: Callable[[str], None], label: str) -> None:
     """``step(region)`` for each region in parallel; RetryLater naming the
     unreachable ones, PermanentFailure on a refusal."""
@@ -46,7 +50,10 @@ def in_every_region(regions: Sequence[str], step: Callable[[str], None], label: 
                 raise PermanentFailure(f"{region}: {err}") from err
             LOG.warning("%s: %s; will retry", label, err)
             refused.append(f"{region} ({err})")
-    if unreachable or refused:
-        raise RetryLater("; ".join(
-            ([f"regions unreachable: {', '.join(unreachable)}"] if unreachable else [])
-            + ([f"refused by policy: {', '.join(refused)}"] if refused else [])))
+    said = [f"regions unreachable: {', '.join(unreachable)}"] if unreachable else []
+    if refused:
+        # A failure, not RetryLater (which has no attempt limit): backed off and
+        # bounded by max_attempts, so a real refusal ends in FAIL with its message.
+        raise RefusedByPolicy("; ".join([*said, f"refused by policy: {', '.join(refused)}"]))
+    if unreachable:
+        raise RetryLater(said[0])

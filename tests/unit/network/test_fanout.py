@@ -6,7 +6,7 @@ import pytest
 
 from isthmus.clients import Rejected, Unavailable
 from isthmus.jobs import PermanentFailure, RetryLater
-from isthmus.network.reconcilers.fanout import in_every_region
+from isthmus.network.reconcilers.fanout import RefusedByPolicy, in_every_region
 
 
 def fails_with(errors: dict[str, Exception], done: list[str]):
@@ -29,10 +29,12 @@ def test_a_refusal_of_the_request_fails_the_job_with_the_regions_message():
         in_every_region(["R1"], fails_with({"R1": Rejected(400, "bad mac")}, []), "t")
 
 
-def test_a_policy_refusal_is_retried():
+def test_a_policy_refusal_is_a_bounded_retry():
     """A neutron-server just started answered the service user 403 for a shadow it
-    created a moment later: the job must not fail for good on it."""
-    with pytest.raises(RetryLater, match=r"refused by policy: R1 \(.*disallowed by policy\)"):
+    created a moment later: the job must not fail for good on it, nor retry a real
+    refusal for ever (RetryLater has no attempt limit; a plain failure has max_attempts)."""
+    with pytest.raises(RefusedByPolicy, match=r"refused by policy: R1 \(.*disallowed by policy\)") as refused:
         in_every_region(["R1", "R2"], fails_with({"R1": Rejected(403, "disallowed by policy")}, []), "t")
-    with pytest.raises(RetryLater, match="unreachable: R2; refused by policy: R1"):
+    assert not isinstance(refused.value, (RetryLater, PermanentFailure))
+    with pytest.raises(RefusedByPolicy, match="unreachable: R2; refused by policy: R1"):
         in_every_region(["R1", "R2"], fails_with({"R1": Rejected(403, "no"), "R2": Unavailable("down")}, []), "t")
