@@ -114,12 +114,16 @@ class Router:
                 return by_id[binding.pod_id]
         healthy = [p for p in candidates if p.region_name not in sick] or candidates
         counts = await self._db(self.bindings.counts)
-        chosen = min(healthy, key=lambda p: (counts.get(p.pod_id, 0), p.region_name))
+        by_region = {p.region_name: p for p in healthy}
+
+        def fewest_projects(region: str) -> tuple[int, str]:
+            return (counts.get(by_region[region].pod_id, 0), region)
+
         if self.capacity is not None and len(healthy) > 1:
-            by_region = {p.region_name: p for p in healthy}
             room = await self.capacity.of(by_region)
-            ranked = rank_by_capacity(by_region, room, lambda r: (counts.get(by_region[r].pod_id, 0), r))
-            chosen = by_region[ranked[0]]
+            chosen = by_region[rank_by_capacity(by_region, room, fewest_projects)[0]]
+        else:
+            chosen = by_region[min(by_region, key=fewest_projects)]
         await self._db(self.bindings.bind, project_id, chosen.pod_id)
         return chosen
 

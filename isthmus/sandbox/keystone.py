@@ -10,14 +10,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from isthmus.operator.objects import fernet_keys
-from isthmus.render.ini import overlay
+from isthmus.render.ini import ISTHMUS_USER, overlay
 from isthmus.render.services import KeystoneValues, keystone_conf
 from isthmus.sandbox import gateway, ini, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 from isthmus.sandbox.schema_cache import SchemaCache, SQLiteFile, provide_sqlite
 
 # Service users get admin + service on the `service` project, as devstack does.
-SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder", "octavia", "isthmus")
+SERVICE_USERS = ("neutron", "nova", "placement", "glance", "cinder", "octavia", ISTHMUS_USER)
 BOOTSTRAP_INTERFACES = ("public", "internal", "admin")
 CATALOG_INTERFACES = ("public", "internal")
 

@@ -477,16 +477,15 @@ def _group(raw: Any) -> GroupRecord:
                        tuple(_rule(r) for r in raw.security_group_rules or ()))
 
 
-def _rule(raw: Any) -> RuleRecord:
-    """A rule of ours is one port, one protocol, from a prefix; anything else is not."""
-    def get(key: str) -> Any:
-        return raw.get(key) if isinstance(raw, dict) else getattr(raw, key, None)
-
-    low, high = get("port_range_min"), get("port_range_max")
-    ours = (low is not None and low == high and get("protocol") and get("remote_ip_prefix")
-            and not get("remote_group_id"))
-    rule = Rule(str(get("ethertype")), str(get("protocol")), int(low), str(get("remote_ip_prefix"))) if ours else None
-    return RuleRecord(str(get("id")), str(get("direction")), rule)
+def _rule(raw: dict[str, Any]) -> RuleRecord:
+    """A rule of ours is one port, one protocol, from a prefix; anything else is not.
+    ``raw``: an entry of a group's ``security_group_rules`` (openstacksdk keeps them as dicts)."""
+    low, high = raw.get("port_range_min"), raw.get("port_range_max")
+    ours = (low is not None and low == high and raw.get("protocol") and raw.get("remote_ip_prefix")
+            and not raw.get("remote_group_id"))
+    rule = Rule(str(raw["ethertype"]), str(raw["protocol"]), int(low or 0), str(raw["remote_ip_prefix"])) \
+        if ours else None
+    return RuleRecord(str(raw["id"]), str(raw["direction"]), rule)
 
 
 def _port(raw: Any) -> PortRecord:
