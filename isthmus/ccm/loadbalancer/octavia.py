@@ -285,7 +285,7 @@ class RegionReconciler:
             done, problems = ensure_security_group(self.api, desired.security_group, uid)
             result.changes += done
             result.problems += problems
-        else:  # turned off (or never on): a group of ours from before goes
+        elif not desired.keep_security_group:  # turned off (or never on): a group of ours from before goes
             result.changes += remove_security_groups(self.api, security_group_name(desired.name), uid)
         return result
 

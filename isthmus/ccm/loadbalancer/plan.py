@@ -99,6 +99,9 @@ class DesiredLB:
     floating_ip: str  # an existing floating IP to use instead of allocating one
     vip_address: str = ""  # an internal load balancer's requested VIP (spec.loadBalancerIP)
     security_group: SecurityGroupPlan | None = None  # None: no group (an existing one of ours is removed)
+    # manage-security-groups is on but no group can be planned (no member subnet): an
+    # existing group is left as it is, never removed for a gap in the configuration.
+    keep_security_group: bool = False
 
 
 @dataclass
@@ -338,6 +341,7 @@ def _desired(service: m.ServiceView, region: str, name: str, opts: LBOptions, no
         floating_ip="" if internal else requested,
         vip_address=requested if internal else "",
         security_group=group,
+        keep_security_group=opts.manage_security_groups and group is None,
     )
 
 

@@ -109,3 +109,19 @@ def test_a_node_without_a_port_on_the_member_subnet_is_named() -> None:
     fake = region()
     result = reconciler(fake).ensure(desired(nodes=(("n9", "10.0.0.9", "vm-9"),)), UID, "ns/web")
     assert any("vm-9 has no port on member subnet sub-1" in p for p in result.problems)
+
+
+def test_a_group_that_cannot_be_planned_is_left_as_it_is_never_removed() -> None:
+    """The option on, but the VIP given by network only and no member subnet: a
+    Warning, and the group made before stays on its ports (a gap in the
+    configuration is no proof that the group should go)."""
+    fake = region()
+    reconciler(fake).ensure(desired(), UID, "ns/web")
+    before = (dict(fake.groups), groups_of(fake))
+    by_network = LoadBalancerConfig(default={"network_id": "net-1", "manage_security_groups": True})
+    view = m.ServiceView("ns", "web", UID, "LoadBalancer", PORTS)
+    plan = plan_service(view, [m.LBNode("n1", "RegionOne", "10.0.0.1", True, False, False, server_id="vm-1")],
+                        by_network, ("RegionOne",), "c")
+    assert any("manage-security-groups needs a member subnet" in p for p in plan.problems)
+    reconciler(fake).ensure(plan.load_balancers["RegionOne"], UID, "ns/web")
+    assert (dict(fake.groups), groups_of(fake)) == before
