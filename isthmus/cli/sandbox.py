@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--dataplane", action="store_true",
                     help="make every server a real network endpoint (a namespace per server, VXLAN between "
                          "regions, wired from Neutron's API); needs root (CAP_NET_ADMIN)")
+    up.add_argument("--ovn", action="store_true",
+                    help="every region's Neutron runs ML2/OVN with its own OVN (NB, SB, northd) and an Open "
+                         "vSwitch (userspace datapath) + ovn-controller chassis; implies --dataplane; needs the "
+                         "OVN root (tools/ovn-root.sh, docs/ovn.md)")
+    up.add_argument("--ovn-regions", metavar="R1,R2",
+                    help="as --ovn, for these regions only (the others keep the sandbox binder: a mixed cloud)")
     up.add_argument("--octavia", action="store_true",
                     help="Octavia per region (API and worker; amphora provider with no-op drivers: "
                          "load balancers reach ACTIVE without VMs), catalogued as load-balancer")
@@ -115,10 +121,12 @@ def _up(args) -> int:
 
     if args.db_url and not args.db_url.startswith(("mysql+pymysql://", "mysql://")):
         raise ValueError("--db-url: Nova and Placement need MariaDB/MySQL here (mysql+pymysql://...)")
-    layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=parse_regions(args.regions),
+    regions = parse_regions(args.regions)
+    ovn_regions = regions if args.ovn else parse_regions(args.ovn_regions) if args.ovn_regions else ()
+    layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=regions,
                     compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
-                    neutron_page_limit=args.neutron_page_limit, dataplane=args.dataplane,
-                    stock_neutron=args.stock_neutron, octavia=args.octavia, tls=args.tls)
+                    neutron_page_limit=args.neutron_page_limit, dataplane=args.dataplane or bool(ovn_regions),
+                    stock_neutron=args.stock_neutron, octavia=args.octavia, tls=args.tls, ovn_regions=ovn_regions)
     return control.up(layout, schema_cache=not args.no_schema_cache)
 
 

@@ -10,8 +10,10 @@ from isthmus.registry.models import RESOURCE_TYPES, Binding, Pod, Routing
 from isthmus.registry.schema import create_schema, drop_schema
 from isthmus.registry.store import MAX_LIMIT, Registry, regions_for_hints
 from isthmus.registry.tombstones import Tombstones
+from isthmus.registry.tunnel_keys import TunnelKeys
 
 __all__ = [
     "MAX_LIMIT", "RESOURCE_TYPES", "Binding", "Conflict", "Invalid", "NotFound", "Pod", "Registry", "RegistryError",
-    "Routing", "Tombstones", "UnknownAvailabilityZone", "create_schema", "drop_schema", "regions_for_hints",
+    "Routing", "Tombstones", "TunnelKeys", "UnknownAvailabilityZone", "create_schema", "drop_schema",
+    "regions_for_hints",
 ]

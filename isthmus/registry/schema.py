@@ -60,6 +60,19 @@ tombstones = sa.Table(
     sa.Index("ix_isthmus_tombstones_deleted_at", "deleted_at"),
 )
 
+# OVN tunnel keys every OVN region of a stretched network must agree on
+# (docs/ovn.md): a network's datapath key (scope "") and its ports' keys (scope:
+# the network id). Unique per scope, allocated centrally, freed on proof of delete.
+tunnel_keys = sa.Table(
+    "isthmus_tunnel_keys",
+    metadata,
+    sa.Column("scope", sa.String(36), primary_key=True),
+    sa.Column("resource_id", sa.String(36), primary_key=True),
+    sa.Column("tunnel_key", sa.Integer, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.UniqueConstraint("scope", "tunnel_key", name="uq_isthmus_tunnel_keys_key"),
+)
+
 
 def create_schema(engine: Engine) -> None:
     """Unversioned tables for fast test fixtures; services require ``isthmus db upgrade``."""

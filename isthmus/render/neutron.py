@@ -18,6 +18,18 @@ CORE_PLUGINS = {CENTRAL: "isthmus_central", LOCAL: "isthmus_local", PLAIN: "ml2"
 
 
 @dataclass(frozen=True)
+class OvnValues:
+    """A region whose Neutron runs ML2/OVN: its own OVN databases."""
+
+    nb_connection: str
+    sb_connection: str
+    # Metadata needs neutron-ovn-metadata-agent on every chassis; off where none runs.
+    metadata_enabled: bool = False
+    # OVN needs 38 bytes of geneve header for its port keys (Neutron refuses less).
+    geneve_max_header_size: int = 38
+
+
+@dataclass(frozen=True)
 class NeutronValues:
     """What differs between Neutron servers; everything else is fixed here."""
 
@@ -51,6 +63,8 @@ class NeutronValues:
     agentless: bool = False
     unlimited_quotas: bool = False
     debug: bool = False
+    # ML2/OVN (mechanism driver "ovn", the ovn-router L3 plugin, geneve tenant networks).
+    ovn: OvnValues | None = None
     # More ml2_conf.ini sections (the sandbox's binder agent row).
     extra_ml2_sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -62,8 +76,11 @@ class NeutronValues:
 
 
 def l3_plugin(values: NeutronValues) -> str:
-    """Central's routers take Isthmus AZ hints (its L3 plugin); the rest run Neutron's."""
-    return "isthmus_central_l3" if values.role == CENTRAL else "router"
+    """Central's routers take Isthmus AZ hints (its L3 plugin); the rest run Neutron's
+    (OVN's own on an ML2/OVN region: routers are OVN logical routers)."""
+    if values.role == CENTRAL:
+        return "isthmus_central_l3"
+    return "ovn-router" if values.ovn else "router"
 
 
 def mechanism_drivers(values: NeutronValues) -> str:
@@ -137,7 +154,19 @@ def ml2_conf(values: NeutronValues) -> dict[str, dict[str, Any]]:
         "ml2_type_flat": {"flat_networks": values.flat_networks},
         "ml2_type_vlan": {"network_vlan_ranges": values.network_vlan_ranges},
         "securitygroup": {"enable_security_group": True},
+        **ovn_sections(values),
         **{name: dict(options) for name, options in values.extra_ml2_sections.items()},
+    }
+
+
+def ovn_sections(values: NeutronValues) -> dict[str, dict[str, Any]]:
+    if values.ovn is None:
+        return {}
+    ovn = values.ovn
+    return {
+        "ml2_type_geneve": {"vni_ranges": values.vni_ranges, "max_header_size": ovn.geneve_max_header_size},
+        "ovn": {"ovn_nb_connection": ovn.nb_connection, "ovn_sb_connection": ovn.sb_connection,
+                "ovn_metadata_enabled": ovn.metadata_enabled},
     }
 
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.render.ini import ServiceUser, database, keystone_authtoken, service_client
@@ -122,6 +123,8 @@ class XJobValues:
     metrics_bind_host: str = "127.0.0.1"
     # The gateway's master region: turns on the periodic resync of its global objects.
     gateway_master_region: str | None = None
+    # ML2/OVN regions: region -> (Northbound, Southbound) connection (docs/ovn.md).
+    ovn_regions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def xjob_conf(values: XJobValues) -> Sections:
@@ -138,6 +141,8 @@ def xjob_conf(values: XJobValues) -> Sections:
            if values.metrics_port is not None else {}),
         **({"gateway_sync": {"master_region": values.gateway_master_region}}
            if values.gateway_master_region else {}),
+        **{f"ovn:{region}": {"nb_connection": nb, "sb_connection": sb}
+           for region, (nb, sb) in sorted(values.ovn_regions.items())},
     }
 
 

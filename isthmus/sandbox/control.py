@@ -74,6 +74,10 @@ def up(layout: Layout, out: TextIO = sys.stdout, schema_cache: bool = True) -> i
         from isthmus.sandbox.dataplane import host as dataplane
 
         dataplane.check_machine()
+    if layout.ovn_regions:
+        from isthmus.sandbox import ovn
+
+        ovn.check_root()
     busy = [(name, port) for name, port in plan.planned_ports(layout) if not process.port_is_free(port)]
     if busy:
         name, port = busy[0]

@@ -46,6 +46,8 @@ def database_names(layout: Layout) -> list[str]:
         names += [f"nova_api_{key}", f"nova_cell0_{key}", f"nova_{key}", f"placement_{key}", f"cinder_{key}"]
         if layout.octavia:
             names.append(f"octavia_{key}")
+        if layout.is_ovn(region):
+            names.append(f"neutron_{key}")
     return names
 
 

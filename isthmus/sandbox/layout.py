@@ -34,7 +34,8 @@ GATEWAY_OFFSET = 3  # isthmus-gateway: CentralRegion's compute (and volume) endp
 STOCK_NEUTRON_OFFSET = 4  # --stock-neutron
 XJOB_METRICS_OFFSET = 5  # isthmus-xjob's Prometheus /metrics ([metrics] port)
 MARIADB_OFFSET = 9
-REGION_OFFSETS = {"neutron": 0, "nova": 1, "placement": 2, "glance": 3, "cinder": 4, "octavia": 5}
+REGION_OFFSETS = {"neutron": 0, "nova": 1, "placement": 2, "glance": 3, "cinder": 4, "octavia": 5,
+                  "ovn_nb": 6, "ovn_sb": 7}
 MAX_REGIONS = 9
 
 _REGION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -84,6 +85,10 @@ class Layout:
     octavia: bool = False
     # The gateway and the Admin API serve https (a private CA in tls/, clouds.yaml's cacert).
     tls: bool = False
+    # Regions whose Neutron runs ML2/OVN with their own OVN (NB, SB, northd) and an
+    # OVS + ovn-controller chassis in the host namespace (isthmus/sandbox/ovn.py);
+    # needs the dataplane. The others run the sandbox binder (kernel VXLAN).
+    ovn_regions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
@@ -91,6 +96,13 @@ class Layout:
             raise ValueError("--neutron-page-limit: must be 0 (unlimited) or more")
         if self.octavia and not self.compute:
             raise ValueError("--octavia: needs the compute services (drop --no-compute)")
+        object.__setattr__(self, "ovn_regions", tuple(self.ovn_regions))
+        unknown = [r for r in self.ovn_regions if r not in self.regions]
+        if unknown:
+            raise ValueError(f"--ovn-regions: {', '.join(unknown)} not in --regions ({', '.join(self.regions)})")
+        if self.ovn_regions and not (self.dataplane and self.compute):
+            raise ValueError("--ovn: needs --dataplane and the compute services (OVN chassis live in the "
+                             "dataplane's host namespaces)")
         if not 1024 <= self.base_port <= 65535 - 10 * (len(self.regions) + 1):
             raise ValueError(f"--base-port: {self.base_port} leaves no room for the sandbox's ports")
 
@@ -141,6 +153,9 @@ class Layout:
         if region == STOCK_NEUTRON:
             return self.stock_neutron_port
         return self.region_port(region, "neutron")
+
+    def is_ovn(self, region: str) -> bool:
+        return region in self.ovn_regions
 
     def availability_zone(self, region: str) -> str:
         return availability_zone(self.regions.index(region))
@@ -227,6 +242,7 @@ class Layout:
         record = dataclasses.asdict(self)
         record["state_dir"] = str(self.state_dir)
         record["regions"] = list(self.regions)
+        record["ovn_regions"] = list(self.ovn_regions)
         (self.state_dir / STATE_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
     @classmethod
@@ -236,4 +252,5 @@ class Layout:
             return None
         record = json.loads(path.read_text())
         record["regions"] = tuple(record["regions"])
+        record["ovn_regions"] = tuple(record.get("ovn_regions") or ())
         return cls(**record)

@@ -34,6 +34,9 @@ OPTS = [
     cfg.StrOpt("agent_host", default="", help="Compute host whose OVS agent row this driver keeps alive."),
     cfg.StrOpt("agent_tunnel_ip", default="", help="The tunnel IP that agent reports."),
     cfg.FloatOpt("agent_report_interval", default=30.0, help="Seconds between heartbeats."),
+    cfg.BoolOpt("bind_ports", default=True,
+                help="Bind ports (off in an ML2/OVN region: its chassis binds them; this driver then "
+                     "only wakes the dataplane agent)."),
     cfg.StrOpt("dataplane_socket", default="",
                help="The region's dataplane agent's wake-up socket (--dataplane): told of every change."),
 ]
@@ -96,7 +99,7 @@ class SandboxBinderDriver(api.MechanismDriver):
     def bind_port(self, context: api.PortContext) -> None:
         if context.current.get(portbindings.VNIC_TYPE, portbindings.VNIC_NORMAL) != portbindings.VNIC_NORMAL:
             return
-        if not context.host:
+        if not context.host or not cfg.CONF[GROUP].bind_ports:
             return
         for segment in context.segments_to_bind:
             context.set_binding(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from isthmus.render import neutron as render_neutron
 from isthmus.render.ini import ISTHMUS_USER, ServiceUser
-from isthmus.render.neutron import CENTRAL, LOCAL, PLAIN, NeutronValues
+from isthmus.render.neutron import CENTRAL, LOCAL, PLAIN, NeutronValues, OvnValues
 from isthmus.sandbox import ini, process, runtime
 from isthmus.sandbox.dataplane.names import tunnel_ip
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, STOCK_NEUTRON, Layout
@@ -36,12 +37,12 @@ def values(layout: Layout, region: str) -> NeutronValues:
         region=region,
         central_region=CENTRAL_REGION,
         service_user=ServiceUser(layout.auth_url, "neutron", PASSWORD, _catalog_region(region)),
-        database_connection=layout.sqlite_url(f"neutron-{region}"),
+        database_connection=_database_url(layout, region),
         transport_url=_transport_url(layout, region),
         central_client=ServiceUser(layout.auth_url, ISTHMUS_USER, PASSWORD, region) if role == LOCAL else None,
         isthmus_database_connection=layout.isthmus_db_url if role == CENTRAL else None,
         availability_zone=layout.availability_zone(region) if role == LOCAL else "",
-        mechanism_drivers="isthmus_sandbox_binder",
+        **_ml2(layout, region),
         vni_ranges=_vni_range(layout, region),
         host=f"neutron-{region}",
         state_path=str(layout.data / f"neutron-{region}"),
@@ -52,6 +53,30 @@ def values(layout: Layout, region: str) -> NeutronValues:
         unlimited_quotas=True,
         extra_ml2_sections=_sandbox_agent(layout, region),
     )
+
+
+def _database_url(layout: Layout, region: str) -> str:
+    """SQLite, except in an OVN region: ML2/OVN's Southbound event threads write
+    to the database (port status, hash ring) while an API request holds SQLite's
+    one write lock and waits for the Northbound; the region locked up for minutes.
+    Its database lives on the sandbox's MariaDB, as in a real region."""
+    if layout.is_ovn(region):
+        from isthmus.sandbox import database
+
+        return database.url(layout, f"neutron_{region.lower()}")
+    return layout.sqlite_url(f"neutron-{region}")
+
+
+def _ml2(layout: Layout, region: str) -> dict[str, Any]:
+    """An OVN region binds through ML2/OVN (its chassis is real); the binder
+    stays loaded there only to wake the dataplane agent, which plugs servers."""
+    if not layout.is_ovn(region):
+        return {"mechanism_drivers": "isthmus_sandbox_binder"}
+    from isthmus.sandbox import ovn
+
+    return {"mechanism_drivers": "ovn,isthmus_sandbox_binder", "type_drivers": "flat,vlan,vxlan,geneve",
+            "tenant_network_types": "geneve",
+            "ovn": OvnValues(ovn.nb_connection(layout, region), ovn.sb_connection(layout, region))}
 
 
 def write_config(layout: Layout, region: str) -> None:
@@ -80,6 +105,8 @@ def _sandbox_agent(layout: Layout, region: str) -> dict:
     if region in (CENTRAL_REGION, STOCK_NEUTRON) or not layout.compute:
         return {}
     section: dict[str, Any] = {"agent_host": compute_host(region), "agent_tunnel_ip": tunnel_ip(layout, region)}
+    if layout.is_ovn(region):
+        section = {"bind_ports": False}  # ML2/OVN binds; its chassis is the agent
     if layout.dataplane:
         from isthmus.sandbox.dataplane.host import wakeup_socket
 
@@ -100,10 +127,19 @@ def _transport_url(layout: Layout, region: str) -> str:
 
 
 def env(layout: Layout, region: str) -> dict[str, str]:
-    return {
+    values = {
         "OS_NEUTRON_CONFIG_DIR": str(_dir(layout, region)),
         "OS_NEUTRON_CONFIG_FILES": ";".join(p.name for p in _files(layout, region)),
     }
+    if layout.is_ovn(region):
+        from isthmus.sandbox import ovn
+
+        # ML2/OVN runs ovsdb-client by name; its hash ring asks how many API
+        # workers run, which it knows under uWSGI and mod_wsgi, else from
+        # ASGI_WORKERS (gunicorn: one worker, runtime.start_wsgi).
+        values["PATH"] = f"{ovn.bin_dir(layout)}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        values["ASGI_WORKERS"] = "1"
+    return values
 
 
 def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
@@ -114,7 +150,7 @@ def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> No
     write_config(layout, region)
     (layout.data / f"neutron-{region}" / "lock").mkdir(parents=True, exist_ok=True)
     log = layout.logs / f"neutron-{region}-setup.log"
-    url = layout.sqlite_url(f"neutron-{region}")
+    url = _database_url(layout, region)
     conf_args = [arg for path in _files(layout, region) for arg in ("--config-file", str(path))]
 
     def migrate() -> None:
@@ -122,12 +158,32 @@ def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> No
         process.run([runtime.tool("neutron-db-manage"), *conf_args, "stamp", "heads"], log,
                     what=f"neutron-{region} stamp")
 
+    if layout.is_ovn(region):
+        from isthmus.sandbox import database
+
+        database.provide(layout, cache or SchemaCache(None), f"neutron-{region}", "neutron",
+                         [f"neutron_{region.lower()}"], migrate)
+        return
+
     provide_sqlite(cache or SchemaCache(None), f"neutron-{region}", "neutron.sqlite",
                    layout.sqlite_path(f"neutron-{region}"), migrate)
 
 
 def start(layout: Layout, region: str) -> process.ServiceRecord:
     return runtime.start_wsgi(layout, f"neutron-{region}", "neutron", layout.neutron_port(region), env(layout, region))
+
+
+def ovn_db_sync(layout: Layout, region: str, mode: str = "repair") -> str:
+    """Run ML2/OVN's ``neutron-ovn-db-sync-util`` once (what an operator runs after
+    a restore, and what the maintenance worker runs at start; the sandbox runs no
+    maintenance worker: a second process on the region's SQLite database locks
+    the API out). Returns its log."""
+    conf_args = [arg for path in _files(layout, region) for arg in ("--config-file", str(path))]
+    log = layout.logs / f"neutron-ovn-db-sync-{region}.log"
+    offset = log.stat().st_size if log.exists() else 0
+    process.run([runtime.tool("neutron-ovn-db-sync-util"), *conf_args, "--ovn-neutron_sync_mode", mode], log,
+                env=env(layout, region), what=f"neutron-ovn-db-sync-util ({region})")
+    return log.read_text()[offset:]
 
 
 # Neutron's documented legacy defaults: every group may send anywhere; a default

@@ -14,6 +14,7 @@ from isthmus.sandbox import (
     neutron,
     nova,
     octavia,
+    ovn,
     placement,
     rabbitmq,
     registry,
@@ -79,12 +80,20 @@ def steps(layout: Layout, cache: SchemaCache | None = None) -> list[Step]:
             Step("rabbitmq", lambda: rabbitmq.create_vhosts(layout), what="one vhost per region"),
         ]
         infra = ("rabbitmq",)
+    for region in layout.ovn_regions:
+        plan += [
+            Step(f"ovn-{region}", functools.partial(_start_ovn, layout, region), (),
+                 "OVN Northbound, Southbound, northd"),
+            Step(f"ovn-chassis-{region}", functools.partial(ovn.start_chassis, layout, region),
+                 (f"ovn-{region}", "dataplane-hosts"), "Open vSwitch (userspace) and ovn-controller"),
+        ]
     for region in (CENTRAL_REGION, *layout.regions):
         # Central's plugin opens the Isthmus DB at start: after its schema exists.
-        after = ("isthmus-db",) if region == CENTRAL_REGION else ()
+        after: tuple[str, ...] = ("isthmus-db",) if region == CENTRAL_REGION else ()
+        after += (f"ovn-{region}",) if layout.is_ovn(region) else ()
         plan += [
             Step(f"neutron-setup-{region}", functools.partial(neutron.prepare, layout, region, cache),
-                 what="schema"),
+                 ("mariadb",) if layout.is_ovn(region) else (), what="schema"),
             Step(f"neutron-{region}", _serve(lambda r=region: neutron.start(layout, r)),
                  (f"neutron-setup-{region}", *infra, *after), "starting, waiting for health"),
             Step(f"neutron-defaults-{region}",
@@ -114,9 +123,16 @@ def steps(layout: Layout, cache: SchemaCache | None = None) -> list[Step]:
         plan.append(Step("dataplane-hosts", lambda: dataplane.create_hosts(layout), (),
                          "underlay and one host namespace per region"))
         for region in layout.regions:
+            chassis = (f"ovn-chassis-{region}",) if layout.is_ovn(region) else ()
             plan.append(Step(dataplane.agent_name(region), functools.partial(dataplane.start_agent, layout, region),
-                             ("dataplane-hosts", f"neutron-{region}", "catalog"), "agent wiring the host from Neutron"))
+                             ("dataplane-hosts", f"neutron-{region}", "catalog", *chassis),
+                             "agent wiring the host from Neutron"))
     return plan
+
+
+def _start_ovn(layout: Layout, region: str) -> None:
+    ovn.prepare(layout, region)
+    ovn.start_databases(layout, region)
 
 
 def _compute_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step]:
@@ -147,7 +163,9 @@ def _compute_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step
         # Both build their Placement client as they start (catalog, nova user); a 401 there is fatal.
         Step(f"nova-control-{r}", lambda: nova.wait_control_ready(layout, r, nova.start_control(layout, r)),
              (f"nova-setup-{r}", f"placement-{r}", "catalog", "rabbitmq"), "conductor, scheduler, until they consume"),
-        Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}"),
+        # On OVN, ML2 binds a port only to a host whose chassis is registered.
+        Step(f"nova-compute-{r}", compute, (f"nova-control-{r}", f"nova-api-{r}", f"neutron-{r}",
+                                            *((f"ovn-chassis-{r}",) if layout.is_ovn(r) else ())),
              "starting, waiting for the host to report"),
         Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"),
              f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from isthmus.render.ini import ISTHMUS_USER, ServiceUser
 from isthmus.render.services import SANDBOX_JOB_TUNING, XJobValues, xjob_conf
-from isthmus.sandbox import gateway, ini, process, runtime
+from isthmus.sandbox import gateway, ini, ovn, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
 
@@ -19,7 +19,9 @@ def values(layout: Layout) -> XJobValues:
     return XJobValues(database_connection=layout.isthmus_db_url, central_region=CENTRAL_REGION,
                       service_user=ServiceUser(layout.auth_url, ISTHMUS_USER, PASSWORD, CENTRAL_REGION),
                       jobs=SANDBOX_JOB_TUNING, resync_interval=30, timeout=30,
-                      metrics_port=layout.xjob_metrics_port, gateway_master_region=gateway.master_region(layout))
+                      metrics_port=layout.xjob_metrics_port, gateway_master_region=gateway.master_region(layout),
+                      ovn_regions={r: (ovn.nb_connection(layout, r), ovn.sb_connection(layout, r))
+                                   for r in layout.ovn_regions})
 
 
 def write_config(layout: Layout) -> Path:

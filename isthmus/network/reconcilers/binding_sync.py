@@ -37,9 +37,11 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client import Counter
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
+from isthmus.clients.ovsdb import OvsdbUnavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network import bound_region, port_report, report_differs
 from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.ovn.wiring import collect_chassis
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
@@ -98,6 +100,13 @@ def sync_bindings(services: Services, ctx: JobContext) -> None:
         repaired += _settle_missing(services, region, missing, bound)
     if repaired:
         LOG.info("binding_sync %s: %d repaired", region, repaired)
+    ovn = services.ovn(region)
+    if ovn is not None:
+        # The region's periodic pass also collects remote chassis nothing names.
+        try:
+            collect_chassis(ovn, seen=services.unreferenced_chassis.setdefault(region, {}))
+        except OvsdbUnavailable as err:
+            raise RetryLater(f"{region} OVN: {err}") from err
 
 
 def _settle_missing(services: Services, region: str, missing: list[dict], bound: int) -> int:

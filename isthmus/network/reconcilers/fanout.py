@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from isthmus.clients import Rejected, Unavailable
+from isthmus.clients.ovsdb import OvsdbUnavailable
 from isthmus.jobs import PermanentFailure, RetryLater
 
 LOG = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def in_every_region(regions: Sequence[str], step: Callable[[str], None], label: 
     for region, outcome in outcomes.items():
         try:
             outcome.result()
-        except Unavailable as err:
+        except (Unavailable, OvsdbUnavailable) as err:  # its Neutron or its OVN databases
             LOG.warning("%s: %s; will retry", label, err)
             unreachable.append(region)
         except Rejected as err:

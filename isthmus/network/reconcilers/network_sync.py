@@ -16,6 +16,7 @@ from isthmus.clients import NeutronClient, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
+from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
 from isthmus.network.reconcilers.port_sync import apply
 from isthmus.network.reconcilers.services import Services
 from isthmus.network.reconcilers.writes import update_as_read
@@ -56,6 +57,8 @@ def sync_network(services: Services, ctx: JobContext) -> None:
     in_every_region(regions, sync_region, f"network {network_id}")
     if central is None:
         services.registry.forget(network_id, "network")
+        if services.tunnel_keys is not None:
+            services.tunnel_keys.release_network(network_id)  # every copy, with its switch, is gone
 
 
 def _holds_copy(neutron: NeutronClient, network_id: str) -> bool:
@@ -100,8 +103,12 @@ def _converge(services: Services, neutron: NeutronClient, region: str, central: 
         UNPROVEN.labels(region).inc(len(unproven))
         LOG.warning("network %s in %s: central has no port %s and recorded no delete of it; copies kept",
                     central["id"], region, ", ".join(sorted(unproven)))
-    plan = plans.plan_ports(region, central_ports, regional_ports, shadows, deleted)
+    plan = plans.plan_ports(region, central_ports, regional_ports, shadows and services.binds_shadows(region), deleted)
     apply(services, neutron, region, plan, {p["id"]: p for p in central_ports}, regional_ports)
+    ovn = services.ovn(region)
+    if ovn is not None and shadows and services.tunnel_keys is not None:
+        ovn_wiring.sync_network(ovn, central["id"], central_ports, services.tunnel_keys,
+                                ovn_wiring.Hypervisors(services.ovn_regions), deleted)
     stray = [s for s in neutron.list("subnets", network_id=central["id"]) if s["id"] not in central_subnets]
     deleted_subnets = services.tombstones.buried("subnet", [s["id"] for s in stray])
     for regional in stray:

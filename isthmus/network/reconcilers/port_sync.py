@@ -26,6 +26,7 @@ from isthmus.jobs import JobContext, RetryLater
 from isthmus.network import bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
+from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
 from isthmus.network.reconcilers.services import Services
 from isthmus.network.reconcilers.writes import delete_as_read, update_as_read
 
@@ -55,15 +56,23 @@ def sync_port(services: Services, ctx: JobContext) -> None:
         raise RetryLater(f"central: {err}") from err
     routed = services.routed_regions(network_id)
     regions = [p.region_name for p in services.registry.regional_pods()]
+    hypervisors = ovn_wiring.Hypervisors(services.ovn_regions)
 
     def sync_region(region: str) -> None:
         neutron = services.neutron(region)
         copies = _copies(neutron, port_id, network_id, macs)
-        plan = plans.plan_port(region, central, copies, shadows=shadows, local_members=region in routed,
-                               deleted=deleted)
+        plan = plans.plan_port(region, central, copies, shadows=shadows and services.binds_shadows(region),
+                               local_members=region in routed, deleted=deleted)
         apply(services, neutron, region, plan, {port_id: central} if central else {}, copies)
+        ovn = services.ovn(region)
+        if ovn is not None and shadows and services.tunnel_keys is not None:
+            ovn_wiring.sync_port(ovn, network_id, port_id, central, deleted, services.tunnel_keys, hypervisors)
 
     in_every_region(regions, sync_region, f"port {port_id}")
+    if deleted and services.ovn_regions and services.tunnel_keys is not None:
+        # Every region dropped its remote port (a failed region raised above): the
+        # key may serve another port now without two ports sharing it anywhere.
+        services.tunnel_keys.release_port(network_id, port_id)
 
 
 def _copies(neutron: NeutronClient, port_id: str, network_id: str, macs: set[str]) -> list[dict]:

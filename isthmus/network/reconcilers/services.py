@@ -5,18 +5,24 @@ options of the service user) and ``[database] connection``."""
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
+import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from oslo_config import cfg
 
-from isthmus.clients import NeutronClient, NovaClient, RegionClients, load_session
+from isthmus.clients import NeutronClient, NovaClient, RegionClients, Unavailable, load_session
 from isthmus.clients.neutron import DEFAULT_TIMEOUT
+from isthmus.clients.ovsdb import OvsdbClient, TLSFiles
 from isthmus.clients.regions import register_auth_opts
 from isthmus.db import make_engine
-from isthmus.registry import Registry, Tombstones
+from isthmus.network.reconcilers.ovn.region import OvnRegion
+from isthmus.registry import Registry, Tombstones, TunnelKeys
+
+LOG = logging.getLogger(__name__)
 
 SERVICE_AUTH_GROUP = "isthmus_service"
 OPTS = [
@@ -52,6 +58,23 @@ OPTS = [
 ]
 
 
+# One section per ML2/OVN region, ``[ovn:<region>]``: where the worker reaches its
+# OVN databases (docs/ovn.md). A region without one that reports OVN agents gets
+# no cross-region L2 (an error in the log), never shadow ports it cannot bind.
+OVN_GROUP_PREFIX = "ovn:"
+OVN_OPTS = [
+    cfg.StrOpt("nb_connection", help="The region's OVN Northbound database (tcp:, ssl: or unix:; a cluster's "
+                                     "remotes separated by commas)."),
+    cfg.StrOpt("sb_connection", help="The region's OVN Southbound database."),
+    cfg.StrOpt("ssl_key_file", help="Client key for ssl: remotes."),
+    cfg.StrOpt("ssl_cert_file", help="Client certificate for ssl: remotes."),
+    cfg.StrOpt("ssl_ca_cert", help="CA certificate that signed the databases' certificates."),
+    cfg.FloatOpt("timeout", default=10.0, min=0.1, help="Seconds each call to either database may take."),
+]
+OVN_AGENT_TYPES = ("OVN Controller agent", "OVN Controller Gateway agent")
+BACKEND_TTL = 300.0  # seconds a region's reported backend is trusted
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     for opt in OPTS:  # one by one: an option registered elsewhere skips only itself
         try:
@@ -59,6 +82,27 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
         except cfg.DuplicateOptError:
             pass
     register_auth_opts(conf, SERVICE_AUTH_GROUP)
+    for group in ovn_groups(conf):
+        conf.register_opts(OVN_OPTS, group=group)
+
+
+def ovn_groups(conf: cfg.ConfigOpts) -> list[str]:
+    """The ``[ovn:<region>]`` sections present in the configuration files."""
+    return sorted(s for s in conf.list_all_sections() if s.startswith(OVN_GROUP_PREFIX))
+
+
+def load_ovn_regions(conf: cfg.ConfigOpts) -> dict[str, OvnRegion]:
+    regions = {}
+    for group in ovn_groups(conf):
+        options = conf[group]
+        region = group[len(OVN_GROUP_PREFIX):]
+        if not options.nb_connection or not options.sb_connection:
+            raise ValueError(f"[{group}]: nb_connection and sb_connection are both needed")
+        tls = (TLSFiles(options.ssl_key_file, options.ssl_cert_file, options.ssl_ca_cert)
+               if options.ssl_key_file else None)
+        regions[region] = OvnRegion(region, OvsdbClient(options.nb_connection, options.timeout, tls),
+                                    OvsdbClient(options.sb_connection, options.timeout, tls))
+    return regions
 
 
 @dataclass(frozen=True)
@@ -82,7 +126,12 @@ class Services:
     transit_cidrs: dict[int, str] = field(default_factory=lambda: {4: "100.64.0.0/24", 6: "fd00:6973:7468::/64"})
     delete_brake: DeleteBrake = field(default_factory=DeleteBrake)
     binding_grace: timedelta = timedelta(minutes=2)
+    tunnel_keys: TunnelKeys | None = None
+    ovn_regions: dict[str, OvnRegion] = field(default_factory=dict)
+    # region -> remote chassis -> when first seen unreferenced (collect_chassis' grace)
+    unreferenced_chassis: dict[str, dict[str, datetime]] = field(default_factory=dict, repr=False)
     _network_types: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _backends: dict[str, tuple[float, bool]] = field(default_factory=dict, repr=False)
 
     @property
     def central(self) -> NeutronClient:
@@ -93,6 +142,29 @@ class Services:
 
     def nova(self, region: str) -> NovaClient:
         return self.clients.nova(region)
+
+    def ovn(self, region: str) -> OvnRegion | None:
+        """The region's OVN databases when it runs ML2/OVN and the worker may reach them."""
+        return self.ovn_regions.get(region)
+
+    def binds_shadows(self, region: str) -> bool:
+        """Whether shadow ports can carry L2 into the region: not on ML2/OVN (an
+        OVN region binds ports to chassis; a shadow's host has none). Configured
+        ``[ovn:<region>]`` decides; else the region's agents tell (cached)."""
+        if region in self.ovn_regions:
+            return False
+        checked = self._backends.get(region)
+        if checked is None or time.monotonic() - checked[0] > BACKEND_TTL:
+            try:
+                ovn = any(self.neutron(region).list("agents", agent_type=t, fields="id") for t in OVN_AGENT_TYPES)
+            except Unavailable:
+                ovn = checked[1] if checked else False
+            if ovn:
+                LOG.error("%s runs ML2/OVN (its agents say so) but the worker has no [ovn:%s] section: no "
+                          "cross-region L2 there until it has one", region, region)
+            checked = (time.monotonic(), ovn)
+            self._backends[region] = checked
+        return not checked[1]
 
     def wants_shadows(self, network: dict) -> bool:
         """Shadows carry VxLAN between regions; VLAN and flat networks ride the
@@ -149,5 +221,7 @@ class LazyServices:
                     delete_brake=DeleteBrake(conf.isthmus.binding_sync_delete_share,
                                              conf.isthmus.binding_sync_delete_floor),
                     binding_grace=timedelta(seconds=conf.isthmus.binding_sync_grace),
+                    tunnel_keys=TunnelKeys(engine),
+                    ovn_regions=load_ovn_regions(conf),
                 )
             return self._services

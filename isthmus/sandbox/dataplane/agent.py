@@ -50,6 +50,11 @@ class AgentConfig:
     # socket (wakeup.py); a pass also runs every ``resync`` seconds as a backstop.
     wakeup_socket: str = ""
     resync: float = 10.0
+    # An ML2/OVN region (sandbox --ovn): argv prefixes of ovs-vsctl (on the
+    # chassis' database) and ethtool. Servers are plugged into br-int and OVN
+    # does the rest (L2 across regions, routers): no bridges, VXLAN or routers here.
+    ovs_vsctl: list[str] = field(default_factory=list)
+    ethtool: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> AgentConfig:
@@ -84,6 +89,8 @@ class Reading:
 def read_wiring(neutron: NeutronClient, config: AgentConfig) -> Reading:
     """What Neutron says this host should carry (raises Unavailable/Rejected)."""
     bound_here = neutron.list("ports", **{"binding:host_id": config.host, "fields": PORT_FIELDS})
+    if config.ovs_vsctl:
+        return _read_ovn_servers(neutron, config, bound_here)
     server_nets = {p["network_id"] for p in wiring.local_server_ports(config.host, bound_here)}
     # The region has one host: every router of the region is this agent's (as
     # if the L3 scheduler had put them all on it), every project's (admin).
@@ -111,6 +118,18 @@ def read_wiring(neutron: NeutronClient, config: AgentConfig) -> Reading:
                    routers.floatingip_bindings(floatingips, fip_ports, config.host))
 
 
+def _read_ovn_servers(neutron: NeutronClient, config: AgentConfig, bound_here: list[dict]) -> Reading:
+    """An OVN host only plugs its servers: their ports, networks (MTU) and subnets."""
+    server_nets = sorted({p["network_id"] for p in wiring.local_server_ports(config.host, bound_here)})
+    if not server_nets:
+        return Reading(wiring.HostWiring(), [])
+    networks = neutron.list("networks", id=server_nets)
+    subnets = neutron.list("subnets", network_id=server_nets)
+    planned = wiring.plan_host(config.host, config.local_ip, ports=bound_here, networks=networks, subnets=subnets,
+                               agents=[])
+    return Reading(wiring.HostWiring(servers=planned.servers), [])
+
+
 class Agent:
     def __init__(self, config: AgentConfig, neutron: NeutronClient) -> None:
         self.config = config
@@ -124,6 +143,7 @@ class Agent:
         # is not reloaded every pass.
         self.nat_loaded: dict[str, tuple[str | None, str]] = {}
         self.passes = 0
+        self.ovs = reconcile.OvsPlug(tuple(config.ovs_vsctl), tuple(config.ethtool)) if config.ovs_vsctl else None
 
     def run_forever(self) -> None:
         LOG.info("dataplane agent of %s (host %s, %s) started", self.config.region, self.config.host,
@@ -180,7 +200,7 @@ class Agent:
     def _apply(self, wanted: wiring.HostWiring, full_check: bool = False) -> None:
         host_ns, prefix = self.config.host_namespace, self.config.server_namespace_prefix
         state = kernel.read_host(host_ns)
-        cmds = reconcile.network_commands(host_ns, self.config.local_ip, wanted, state)
+        cmds = [] if self.ovs else reconcile.network_commands(host_ns, self.config.local_ip, wanted, state)
         if cmds:
             self._run(cmds, "networks")
             state = kernel.read_host(host_ns)
@@ -194,7 +214,7 @@ class Agent:
                 continue
             interfaces = kernel.read_server(ns) if ns in existing else None
             routes = kernel.default_routes(ns) if ns in existing else set()
-            cmds = reconcile.server_commands(host_ns, ns, server, interfaces, routes, state)
+            cmds = reconcile.server_commands(host_ns, ns, server, interfaces, routes, state, self.ovs)
             changed = changed or bool(cmds)
             if self._run(cmds, f"server {server.server_id}"):
                 self.applied[server.server_id] = server
@@ -206,7 +226,7 @@ class Agent:
             state = kernel.read_host(host_ns)
             present = kernel.namespaces()
             existing = {ns for ns in present if ns.startswith(prefix)}
-        self._run(reconcile.removal_commands(host_ns, wanted, state, existing, prefix), "removals")
+        self._run(reconcile.removal_commands(host_ns, wanted, state, existing, prefix, self.ovs), "removals")
         self._remove_l3_namespaces(wanted, present)
         for gone in set(self.applied) - set(wanted.servers):
             del self.applied[gone]

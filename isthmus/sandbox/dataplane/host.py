@@ -94,8 +94,10 @@ def create_hosts(layout: Layout) -> None:
 
 
 def agent_config(layout: Layout, region: str) -> AgentConfig:
+    from isthmus.sandbox import ovn
     from isthmus.sandbox.nova import compute_host
 
+    ovn_region = layout.is_ovn(region)
     return AgentConfig(
         region=region, host=compute_host(region), local_ip=names.tunnel_ip(layout, region),
         host_namespace=names.host_namespace(layout, region),
@@ -103,7 +105,8 @@ def agent_config(layout: Layout, region: str) -> AgentConfig:
         router_namespace_prefix=names.router_namespace_prefix(layout, region),
         outside_namespace_prefix=names.outside_namespace_prefix(layout, region),
         auth_url=layout.auth_url, username="isthmus", password=PASSWORD, project_name="service",
-        wakeup_socket=str(wakeup_socket(layout, region)))
+        wakeup_socket=str(wakeup_socket(layout, region)),
+        ovs_vsctl=ovn.vsctl(layout, region) if ovn_region else [], ethtool=ovn.ethtool(layout) if ovn_region else [])
 
 
 def wakeup_socket(layout: Layout, region: str) -> Path:

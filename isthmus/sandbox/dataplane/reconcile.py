@@ -8,12 +8,37 @@ namespaces with the agent's own prefix are ever changed or removed.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 
 from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.dataplane.kernel import ZERO_MAC, Command, HostState, ServerInterface
-from isthmus.sandbox.dataplane.wiring import HostWiring, NetworkWiring, Server
+from isthmus.sandbox.dataplane.wiring import HostWiring, NetworkWiring, Server, Vif
 
 MANAGED_PREFIXES = ("brq", "vxlan-", "tap", "out")
+
+
+@dataclass(frozen=True)
+class OvsPlug:
+    """An OVN region's host: a server's tap goes into Open vSwitch's integration
+    bridge with the port's id as ``iface-id`` (what Nova's OVS VIF plug does), and
+    ovn-controller binds it. ``vsctl``/``ethtool``: argv prefixes of those tools."""
+
+    vsctl: tuple[str, ...]
+    ethtool: tuple[str, ...]
+    bridge: str = "br-int"
+
+    def plug(self, tap: str, vif: Vif) -> list[Command]:
+        return [[*self.vsctl, "--may-exist", "add-port", self.bridge, tap, "--", "set", "Interface", tap,
+                 f"external_ids:iface-id={vif.port_id}", f"external_ids:attached-mac={vif.mac}",
+                 "external_ids:iface-status=active"]]
+
+    def unplug(self, tap: str) -> list[Command]:
+        return [[*self.vsctl, "--if-exists", "del-port", self.bridge, tap]]
+
+    def offload_off(self, server_ns: str, name: str) -> list[Command]:
+        # The userspace datapath fills no checksums: TCP from a server needs
+        # transmit offload off on its end (ping does not care).
+        return [["ip", "netns", "exec", server_ns, *self.ethtool, "-K", name, "tx", "off"]]
 
 
 def network_commands(host_ns: str, local_ip: str, wiring: HostWiring, state: HostState) -> list[Command]:
@@ -62,7 +87,7 @@ def _forwarding_commands(host_ns: str, vxlan: str, net: NetworkWiring, state: Ho
 
 
 def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_namespaces: set[str],
-                     ns_prefix: str) -> list[Command]:
+                     ns_prefix: str, ovs: OvsPlug | None = None) -> list[Command]:
     """Servers, taps (a server's or a router's), outside links, VXLAN devices and
     bridges nothing wants any more, servers first. Router and outside namespaces
     are ``router_reconcile``'s."""
@@ -76,7 +101,7 @@ def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_
     cmds: list[Command] = []
     for link in sorted(state.links):
         if link.startswith(("tap", "out")) and link not in want_taps:
-            cmds.append([*ip, "link", "del", link])
+            cmds += [*(ovs.unplug(link) if ovs else []), [*ip, "link", "del", link]]
     for ns in sorted(server_namespaces - want_servers):
         cmds.append(["ip", "netns", "delete", ns])
     for link in sorted(state.links):
@@ -87,10 +112,11 @@ def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_
 
 
 def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: list[ServerInterface] | None,
-                    routes: set[str], state: HostState) -> list[Command]:
+                    routes: set[str], state: HostState, ovs: OvsPlug | None = None) -> list[Command]:
     """Make the server's namespace hold one interface per port with the port's MAC,
-    addresses and MTU, plugged into its network's bridge, and a default route to
-    its first port's gateway. ``interfaces`` None: the namespace does not exist."""
+    addresses and MTU, plugged into its network's bridge (``ovs``: into Open
+    vSwitch), and a default route to its first port's gateway. ``interfaces``
+    None: the namespace does not exist."""
     sip = ["ip", "-n", server_ns]
     hip = ["ip", "-n", host_ns]
     cmds: list[Command] = []
@@ -109,8 +135,12 @@ def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: li
                 cmds.append([*hip, "link", "del", tap])
             cmds += [[*hip, "link", "add", "name", tap, "type", "veth", "peer", "name", name, "netns", server_ns],
                      [*sip, "link", "set", name, "address", vif.mac, "mtu", str(vif.mtu), "alias", vif.port_id, "up"],
-                     *[[*sip, "addr", "add", a, "dev", name, *nodad(a)] for a in vif.addresses],
-                     [*hip, "link", "set", tap, "master", bridge, "mtu", str(vif.mtu), "up"]]
+                     *[[*sip, "addr", "add", a, "dev", name, *nodad(a)] for a in vif.addresses]]
+            if ovs is None:
+                cmds.append([*hip, "link", "set", tap, "master", bridge, "mtu", str(vif.mtu), "up"])
+            else:
+                cmds += [[*hip, "link", "set", tap, "mtu", str(vif.mtu), "up"], *ovs.plug(tap, vif),
+                         *ovs.offload_off(server_ns, name)]
             continue
         if iface.mac != vif.mac or iface.mtu != vif.mtu:
             cmds.append([*sip, "link", "set", iface.name, "address", vif.mac, "mtu", str(vif.mtu), "up"])
@@ -119,7 +149,9 @@ def server_commands(host_ns: str, server_ns: str, server: Server, interfaces: li
         for addr in [a for a in vif.addresses if a not in iface.addresses]:
             cmds.append([*sip, "addr", "add", addr, "dev", iface.name, *nodad(addr)])
         host_side = state.links.get(tap)
-        if host_side is not None and host_side.master != bridge:
+        if ovs is not None:
+            cmds += ovs.plug(tap, vif)  # idempotent: a restarted OVS forgot nothing, a fresh one learns it
+        elif host_side is not None and host_side.master != bridge:
             cmds.append([*hip, "link", "set", tap, "master", bridge, "up"])
     wanted = {v.port_id for v in server.vifs}
     for iface in interfaces:

@@ -90,6 +90,9 @@ class Services:
     def nova(self, region):
         return self.novas.setdefault(region, Nova())
 
+    def ovn(self, region):
+        return None  # ML2/OVS regions
+
     def regional_pods(self):
         return [Pod(r) for r in self.regions]
 
