@@ -178,7 +178,10 @@ def ovn_db_sync(layout: Layout, region: str, mode: str = "repair") -> str:
     a restore, and what the maintenance worker runs at start; the sandbox runs no
     maintenance worker: a second process on the region's SQLite database locks
     the API out). Returns its log."""
-    conf_args = [arg for path in _files(layout, region) for arg in ("--config-file", str(path))]
+    # The tool accepts only ML2 as core plugin: the local plugin is ML2 with
+    # Isthmus' calls to central on top, over the same database, so ML2 reads it.
+    override = ini.write(_dir(layout, region) / "db-sync.conf", {"DEFAULT": {"core_plugin": "ml2"}})
+    conf_args = [arg for path in [*_files(layout, region), override] for arg in ("--config-file", str(path))]
     log = layout.logs / f"neutron-ovn-db-sync-{region}.log"
     offset = log.stat().st_size if log.exists() else 0
     process.run([runtime.tool("neutron-ovn-db-sync-util"), *conf_args, "--ovn-neutron_sync_mode", mode], log,

@@ -131,3 +131,24 @@ def test_renderer_never_imports_the_sandbox() -> None:
     package = Path(ini.__file__).parent
     for source in package.glob("*.py"):
         assert "isthmus.sandbox" not in source.read_text(), source
+
+
+def test_an_ovn_region_runs_ml2_ovn_with_its_databases_and_ovns_router_plugin() -> None:
+    values = local_values(mechanism_drivers="ovn", tenant_network_types="geneve",
+                          ovn=neutron.OvnValues("tcp:10.0.0.1:6641", "tcp:10.0.0.1:6642"))
+    conf = parse(ini.render(neutron.neutron_conf(values)))
+    assert conf["DEFAULT"]["service_plugins"] == "ovn-router"
+    ml2 = parse(ini.render(neutron.ml2_conf(values)))
+    assert ml2["ovn"]["ovn_nb_connection"] == "tcp:10.0.0.1:6641"
+    assert ml2["ovn"]["ovn_sb_connection"] == "tcp:10.0.0.1:6642"
+    assert ml2["ovn"]["ovn_metadata_enabled"] == "false"
+    assert ml2["ml2_type_geneve"]["max_header_size"] == "38"  # Neutron refuses to start with less on OVN
+    assert "ovn" not in parse(ini.render(neutron.ml2_conf(local_values())))
+
+
+def test_the_worker_gets_one_section_per_ovn_region() -> None:
+    values = services.XJobValues(database_connection="sqlite://", central_region="CentralRegion",
+                                 service_user=USER, ovn_regions={"RegionTwo": ("tcp:b:6641", "tcp:b:6642")})
+    conf = parse(ini.render(services.xjob_conf(values)))
+    section = conf["ovn:RegionTwo"]
+    assert (section["nb_connection"], section["sb_connection"]) == ("tcp:b:6641", "tcp:b:6642")
