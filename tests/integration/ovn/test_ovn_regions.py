@@ -1,0 +1,178 @@
+"""Regions on ML2/OVN (docs/ovn.md): one central network stretched across regions
+that each run their own OVN, packets over geneve through OVS's userspace datapath.
+
+The OVN tier (``tools/test.sh ovn``): its own sandbox, ``isthmus sandbox up --ovn``
+with three regions (or ``ISTHMUS_OVN_SANDBOX_DIR``, one already up). Needs root and
+the OVN root (``tools/ovn-root.sh``); skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from isthmus.clients.ovsdb import OvsdbClient, map_of, set_of, uuid_of
+from isthmus.network.reconcilers.ovn.plan import TNL_KEY, remote_port_name, switch_name
+from isthmus.sandbox import ovn
+from isthmus.sandbox.layout import Layout
+from tests.integration.helpers import CENTRAL, eventually
+from tests.integration.test_dataplane import boot_all, ip_of, pings, port_of, wait_ping
+from tests.sandboxes import Sandbox, dataplane_possible, free_base_port, isthmus
+
+pytestmark = [pytest.mark.integration, pytest.mark.ovn]
+REGIONS = ("RegionOne", "RegionTwo", "RegionThree")
+NB, SB = "OVN_Northbound", "OVN_Southbound"
+
+
+@pytest.fixture(scope="module")
+def ovn_sandbox(tmp_path_factory) -> Iterator[Sandbox]:
+    existing = os.environ.get("ISTHMUS_OVN_SANDBOX_DIR")
+    if existing:
+        layout = Layout.load(Path(existing))
+        assert layout is not None and layout.ovn_regions, f"no --ovn sandbox in {existing}"
+        yield Sandbox(layout.state_dir, layout.base_port, layout.regions)
+        return
+    if not dataplane_possible():
+        pytest.skip("OVN regions need the dataplane (root, iproute2)")
+    if not (ovn.root() / ovn.STAMP).exists():
+        pytest.skip(f"no OVN root at {ovn.root()}: build it with tools/ovn-root.sh")
+    state_dir = tmp_path_factory.mktemp("ovn-sandbox")
+    base = free_base_port(24000, len(REGIONS))
+    isthmus("sandbox", "up", "--ovn", "--regions", ",".join(REGIONS), "--state-dir", str(state_dir),
+            "--base-port", str(base), "--neutron-page-limit", "7", timeout=900)
+    try:
+        yield Sandbox(state_dir, base, REGIONS)
+    finally:
+        isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
+
+
+@pytest.fixture(scope="module")
+def layout(ovn_sandbox) -> Layout:
+    loaded = Layout.load(ovn_sandbox.state_dir)
+    assert loaded is not None
+    return loaded
+
+
+def nb(layout: Layout, region: str) -> OvsdbClient:
+    return OvsdbClient(ovn.nb_connection(layout, region))
+
+
+def sb(layout: Layout, region: str) -> OvsdbClient:
+    return OvsdbClient(ovn.sb_connection(layout, region))
+
+
+@pytest.fixture(scope="module")
+def stretched(ovn_sandbox):
+    """One central network, a server in each region (ACTIVE), their ports and IPs."""
+    admin = {r: ovn_sandbox.connect(r, "isthmus-admin") for r in (CENTRAL, *ovn_sandbox.regions)}
+    top = ovn_sandbox.connect(CENTRAL)
+    name = f"ovn-{uuid.uuid4().hex[:6]}"
+    network = top.network.create_network(name=name)
+    top.network.create_subnet(network_id=network.id, ip_version=4, cidr="10.77.0.0/24", name=name)
+    servers = boot_all(ovn_sandbox, name, network.id, ovn_sandbox.regions)
+    ports = {r: port_of(admin, r, s) for r, s in servers.items()}
+    yield {"network": network, "servers": servers, "ports": ports, "ips": {r: ip_of(p) for r, p in ports.items()},
+           "admin": admin}
+    for region, server in servers.items():
+        ovn_sandbox.connect(region).compute.delete_server(server, ignore_missing=True)
+
+
+def test_servers_in_three_ovn_regions_ping_each_other_over_geneve(ovn_sandbox, layout, stretched):
+    servers, ips = stretched["servers"], stretched["ips"]
+    for source in REGIONS:
+        for target in REGIONS:
+            if source != target:
+                took = wait_ping(ovn_sandbox, servers[source], ips[target])
+                print(f"{source} -> {target}: first answer {took:.1f}s after both were ACTIVE")
+    network_id = stretched["network"].id
+    # Every region holds the others' ports as remote ports with the same keys.
+    keys: dict[str, set[str]] = {}
+    for region in REGIONS:
+        (switch,) = nb(layout, region).select(NB, "Logical_Switch", [["name", "==", switch_name(network_id)]],
+                                             ["other_config"])
+        keys.setdefault("switch", set()).add(map_of(switch["other_config"])[TNL_KEY])
+        for other in REGIONS:
+            port_id = stretched["ports"][other].id
+            name = port_id if other == region else remote_port_name(port_id)
+            (row,) = nb(layout, region).select(NB, "Logical_Switch_Port", [["name", "==", name]], ["type", "options"])
+            assert row["type"] == ("" if other == region else "remote")
+            keys.setdefault(port_id, set()).add(map_of(row["options"])[TNL_KEY])
+    assert all(len(values) == 1 for values in keys.values()), keys
+    assert int(next(iter(keys["switch"]))) >= 16711681
+
+
+def _delete_remote_port(layout: Layout, region: str, port_id: str) -> None:
+    client = nb(layout, region)
+    (row,) = client.select(NB, "Logical_Switch_Port", [["name", "==", remote_port_name(port_id)]], ["name"])
+    switch = next(s for s in client.select(NB, "Logical_Switch", [], ["ports"])
+                  if uuid_of(row["_uuid"]) in set_of(s["ports"]))
+    client.transact(NB, [{"op": "mutate", "table": "Logical_Switch", "where": [["_uuid", "==", switch["_uuid"]]],
+                          "mutations": [["ports", "delete", ["set", [row["_uuid"]]]]]}])
+
+
+def _time_repair(ovn_sandbox, source, target_ip: str) -> float:
+    started = time.monotonic()
+    assert not pings(ovn_sandbox, source.id, target_ip) or not pings(ovn_sandbox, source.id, target_ip)
+    wait_ping(ovn_sandbox, source, target_ip, timeout=240)
+    return time.monotonic() - started
+
+
+def test_a_remote_port_deleted_by_hand_breaks_the_ping_until_isthmus_puts_it_back(ovn_sandbox, layout, stretched):
+    servers, ips, ports = stretched["servers"], stretched["ips"], stretched["ports"]
+    wait_ping(ovn_sandbox, servers["RegionOne"], ips["RegionTwo"])
+    _delete_remote_port(layout, "RegionOne", ports["RegionTwo"].id)
+    took = _time_repair(ovn_sandbox, servers["RegionOne"], ips["RegionTwo"])
+    print(f"remote port deleted by hand in RegionOne: answered again after {took:.1f}s")
+
+
+def test_a_remote_chassis_deleted_by_hand_breaks_the_ping_until_isthmus_puts_it_back(ovn_sandbox, layout,
+                                                                                    stretched):
+    servers, ips = stretched["servers"], stretched["ips"]
+    wait_ping(ovn_sandbox, servers["RegionTwo"], ips["RegionThree"])
+    chassis = ovn.chassis_name("RegionThree")
+    sb(layout, "RegionTwo").transact(SB, [{"op": "delete", "table": "Chassis", "where": [["name", "==", chassis]]}])
+    took = _time_repair(ovn_sandbox, servers["RegionTwo"], ips["RegionThree"])
+    print(f"remote chassis deleted by hand in RegionTwo: answered again after {took:.1f}s")
+
+
+def test_a_neutron_update_of_the_local_port_keeps_the_agreed_keys(ovn_sandbox, layout, stretched):
+    port = stretched["ports"]["RegionOne"]
+    central = stretched["admin"][CENTRAL]
+
+    def key_in(region: str, name: str) -> str | None:
+        rows = nb(layout, region).select(NB, "Logical_Switch_Port", [["name", "==", name]], ["options"])
+        return map_of(rows[0]["options"]).get(TNL_KEY) if rows else None
+
+    agreed = key_in("RegionTwo", remote_port_name(port.id))
+    assert agreed and key_in("RegionOne", port.id) == agreed
+    group = central.network.create_security_group(name=f"ovn-extra-{uuid.uuid4().hex[:6]}",
+                                                  project_id=port.project_id)
+    central.network.update_port(port.id, name="renamed-by-a-user",
+                                security_groups=[*port.security_group_ids, group.id])
+    # Neutron rewrites the port's options on that update; the key comes back and
+    # Southbound's binding never moves off it.
+    eventually(lambda: key_in("RegionOne", port.id) == agreed, timeout=120, what="the local port's key restored")
+    (binding,) = sb(layout, "RegionOne").select(SB, "Port_Binding", [["logical_port", "==", port.id]],
+                                                ["tunnel_key"])
+    assert str(binding["tunnel_key"]) == agreed
+    wait_ping(ovn_sandbox, stretched["servers"]["RegionTwo"], stretched["ips"]["RegionOne"])
+
+
+def test_neutrons_db_sync_in_repair_mode_leaves_isthmus_rows_alone(ovn_sandbox, layout, stretched):
+    from isthmus.sandbox import neutron
+
+    port_id = stretched["ports"]["RegionTwo"].id
+    log = neutron.ovn_db_sync(layout, "RegionOne", "repair")
+    assert "Neutron OVN DB sync" in log
+    rows = nb(layout, "RegionOne").select(NB, "Logical_Switch_Port", [["name", "==", remote_port_name(port_id)]],
+                                          ["type"])
+    assert [r["type"] for r in rows] == ["remote"]
+    chassis = sb(layout, "RegionOne").select(SB, "Chassis", [["name", "==", ovn.chassis_name("RegionTwo")]],
+                                             ["other_config"])
+    assert map_of(chassis[0]["other_config"]).get("is-remote") == "true"
+    assert pings(ovn_sandbox, stretched["servers"]["RegionOne"].id, stretched["ips"]["RegionTwo"])
