@@ -1,6 +1,8 @@
 """The OVN wiring's planner: which OVSDB operations make a region hold a network's
 agreed keys, remote chassis and remote ports (isthmus/network/reconcilers/ovn)."""
 
+import dataclasses
+
 from isthmus.clients.ovsdb import map_of, omap, oset, uuid
 from isthmus.network.reconcilers.ovn.plan import (
     EXT_CHASSIS,
@@ -20,11 +22,10 @@ HOST2 = RemoteChassis("regiontwo-compute", "regiontwo-compute", "geneve", "192.0
 REMOTE = RemotePort("p2", "net", "RegionTwo", "regiontwo-compute", "fa:16:3e:00:00:02 10.0.0.2", 2)
 
 
-def wanted(**changes):
-    values = dict(network_id="net", network_key=16711681, local_keys={"p1": 1}, remote_ports={"p2": REMOTE},
+def wanted(**changes) -> Wanted:
+    base = Wanted(network_id="net", network_key=16711681, local_keys={"p1": 1}, remote_ports={"p2": REMOTE},
                   chassis={HOST2.name: HOST2})
-    values.update(changes)
-    return Wanted(**values)
+    return dataclasses.replace(base, **changes)
 
 
 def neutron_port(name, options=None):
