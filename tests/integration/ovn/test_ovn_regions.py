@@ -84,19 +84,21 @@ def stretched(ovn_sandbox):
 
 def test_servers_in_three_ovn_regions_ping_each_other_over_geneve(ovn_sandbox, layout, stretched):
     servers, ips = stretched["servers"], stretched["ips"]
-    for source in REGIONS:
-        for target in REGIONS:
+    regions = ovn_sandbox.regions
+    assert len(regions) >= 3, "the third region's join is part of this test"
+    for source in regions:
+        for target in regions:
             if source != target:
                 took = wait_ping(ovn_sandbox, servers[source], ips[target])
                 print(f"{source} -> {target}: first answer {took:.1f}s after both were ACTIVE")
     network_id = stretched["network"].id
     # Every region holds the others' ports as remote ports with the same keys.
     keys: dict[str, set[str]] = {}
-    for region in REGIONS:
+    for region in regions:
         (switch,) = nb(layout, region).select(NB, "Logical_Switch", [["name", "==", switch_name(network_id)]],
                                              ["other_config"])
         keys.setdefault("switch", set()).add(map_of(switch["other_config"])[TNL_KEY])
-        for other in REGIONS:
+        for other in regions:
             port_id = stretched["ports"][other].id
             name = port_id if other == region else remote_port_name(port_id)
             (row,) = nb(layout, region).select(NB, "Logical_Switch_Port", [["name", "==", name]], ["type", "options"])
@@ -176,3 +178,32 @@ def test_neutrons_db_sync_in_repair_mode_leaves_isthmus_rows_alone(ovn_sandbox, 
                                              ["other_config"])
     assert map_of(chassis[0]["other_config"]).get("is-remote") == "true"
     assert pings(ovn_sandbox, stretched["servers"]["RegionOne"].id, stretched["ips"]["RegionTwo"])
+
+
+def test_a_remote_group_rule_across_ovn_regions_admits_exactly_its_members(ovn_sandbox, layout, stretched):
+    """Each region's OVN enforces its own ports; the members of a remote group bound
+    in other regions reach it through the region's address group (Isthmus' companion
+    rule), which ML2/OVN turns into an address set."""
+    central = stretched["admin"][CENTRAL]
+    servers, ips, ports = stretched["servers"], stretched["ips"], stretched["ports"]
+    one, two = ports["RegionOne"], ports["RegionTwo"]
+    group = central.network.create_security_group(name=f"ovn-members-{uuid.uuid4().hex[:6]}",
+                                                  project_id=one.project_id)
+    for rule in list(central.network.security_group_rules(security_group_id=group.id, direction="ingress")):
+        central.network.delete_security_group_rule(rule)
+    before = {p.id: list(central.network.get_port(p.id).security_group_ids) for p in (one, two)}
+    try:
+        for port in (one, two):
+            central.network.update_port(port.id, security_groups=[group.id])
+        # No ingress rule: RegionTwo's OVN drops the echo requests from RegionOne.
+        eventually(lambda: not pings(ovn_sandbox, servers["RegionOne"].id, ips["RegionTwo"]), timeout=120,
+                   what="the ping refused without an ingress rule")
+        central.network.create_security_group_rule(security_group_id=group.id, direction="ingress",
+                                                   ethertype="IPv4", protocol="icmp", remote_group_id=group.id)
+        took = wait_ping(ovn_sandbox, servers["RegionOne"], ips["RegionTwo"], timeout=180)
+        print(f"remote-group rule added: RegionOne -> RegionTwo answered after {took:.1f}s")
+        # RegionThree's server is not a member: still refused.
+        assert not pings(ovn_sandbox, servers["RegionThree"].id, ips["RegionTwo"])
+    finally:
+        for port_id, groups in before.items():
+            central.network.update_port(port_id, security_groups=groups)
