@@ -96,6 +96,19 @@ def read_neutron(reader: Reader, snapshot: RegionSnapshot, with_routers: bool = 
     snapshot.networks, snapshot.ports, snapshot.routers = networks, ports, routers
 
 
+def read_backend(reader: Reader, snapshot: RegionSnapshot) -> None:
+    """The region's L2 backend from its agents (admin only: a refusal leaves it unknown)."""
+    try:
+        agents = reader.list("/v2.0/agents", "agents")
+    except ApiFailure:
+        return
+    types = {a.get("agent_type") or "" for a in agents}
+    if any(t.startswith("OVN ") for t in types):
+        snapshot.backend = "ovn"
+    elif "Open vSwitch agent" in types:
+        snapshot.backend = "ovs"
+
+
 def _routers(reader: Reader) -> list[dict[str, Any]]:
     try:
         return reader.list("/v2.0/routers", "routers")
@@ -198,6 +211,7 @@ class Collector:
             regions = [RegionSnapshot(name) for name in names]
             futures = [pool.submit(read_neutron, self.reader("network", r.name), r) for r in regions]
             futures += [pool.submit(read_nova, self.reader("compute", r.name), r) for r in regions]
+            futures += [pool.submit(read_backend, self.reader("network", r.name), r) for r in regions]
             for future in [central_f, *futures]:
                 future.result()
         return Snapshot(central=central, regions=regions, pods=admin.pods, jobs=admin.jobs,

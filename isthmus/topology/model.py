@@ -46,6 +46,9 @@ class RegionSnapshot:
     ports: list[Raw] | None = None
     routers: list[Raw] | None = None
     servers: list[Raw] | None = None
+    # The L2 backend its agents report ("ovn", "ovs"); None: unknown (agents are
+    # admin-only, or the region reports none).
+    backend: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -70,6 +73,7 @@ class RegionView:
     availability_zone: str | None
     healthy: bool
     errors: dict[str, str]
+    backend: str | None = None
 
 
 @dataclass
@@ -108,6 +112,10 @@ class NetworkCopy:
     servers: list[PortView] = field(default_factory=list)
     shadows: list[PortView] = field(default_factory=list)
     missing_shadows: list[str] = field(default_factory=list)  # ids of ports bound elsewhere, unshadowed here
+    # An ML2/OVN region holds no shadows: the worker carries ports bound elsewhere
+    # as OVN remote ports (docs/ovn.md), which only its databases show; these are
+    # the ports it carries, by central's record.
+    remote_ports: list[PortView] = field(default_factory=list)
     # Copies and shadows of ports central does not have: kept (no delete without
     # central's tombstone), shown so an operator can see and decide.
     orphans: list[str] = field(default_factory=list)
@@ -220,7 +228,8 @@ def build_regions(snapshot: Snapshot) -> list[RegionView]:
     if snapshot.admin_error and not snapshot.admin_reachable:
         central_errors["multiregion"] = snapshot.admin_error
     views = [RegionView(snapshot.central.name, True, None, not central_errors, central_errors)]
-    views += [RegionView(r.name, False, zones.get(r.name), not r.errors, dict(r.errors)) for r in snapshot.regions]
+    views += [RegionView(r.name, False, zones.get(r.name), not r.errors, dict(r.errors), r.backend)
+              for r in snapshot.regions]
     return views
 
 
@@ -258,6 +267,16 @@ def build_copy(central_net: Raw, central_ports: Sequence[Raw], region: RegionSna
         return NetworkCopy(region=region.name, present=False, servers=bound_here)
     local_ports = [p for p in region.ports or [] if p.get("network_id") == net_id]
     originals = {p["id"]: p for p in central_ports}
+    if region.backend == "ovn":
+        remote = [_port_view(p, bound_region(p) or "", server_names, role="remote") for p in central_ports
+                  if _is_user_port(p) and bound_region(p) not in (None, region.name)
+                  and central_net.get("provider:network_type") == "vxlan"
+                  and any(_is_member(x) for x in local_ports)]
+        return NetworkCopy(
+            region=region.name, present=True, network_type=copy.get("provider:network_type"),
+            segmentation_id=copy.get("provider:segmentation_id"), status=copy.get("status"),
+            drift=drift(central_net, copy, NETWORK_DRIFT_KEYS), servers=bound_here, remote_ports=remote,
+            orphans=orphans(central_ports, local_ports) if region.ports is not None else [], raw=copy)
     shadows = [_stand_in_for(_port_view(p, region.name, server_names, role="shadow"), originals, server_names)
                for p in local_ports if p.get("device_owner") == SHADOW_OWNER]
     return NetworkCopy(

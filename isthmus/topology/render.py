@@ -30,16 +30,22 @@ def render(topology: Topology, fmt: str, raw: bool = False) -> str:
 # -- table ---------------------------------------------------------------------------
 
 
+def _carried(copy: NetworkCopy) -> str:
+    """How the region reaches ports bound elsewhere: shadows, or OVN remote ports."""
+    remote = _ports(copy.remote_ports)
+    return ", ".join(x for x in (_ports(copy.shadows), f"remote: {remote}" if remote else "") if x)
+
+
 def to_table(topology: Topology) -> str:
     """Sections: regions, one row per network and region, routers, jobs."""
     sections = [
-        _table(("Region", "Health", "AZ", "Errors"),
+        _table(("Region", "Health", "AZ", "Backend", "Errors"),
                [(r.name + (" (central)" if r.central else ""), "ok" if r.healthy else "UNHEALTHY",
-                 r.availability_zone or "", "; ".join(f"{k}: {v}" for k, v in r.errors.items()))
+                 r.availability_zone or "", r.backend or "", "; ".join(f"{k}: {v}" for k, v in r.errors.items()))
                 for r in topology.regions]),
-        _table(("Network", "Region", "Copy", "Segment", "Servers", "Shadows", "Drift"),
+        _table(("Network", "Region", "Copy", "Segment", "Servers", "Shadows / remote ports", "Drift"),
                [(f"{band.name} ({band.id})" if i == 0 else "", copy.region, _presence(copy), _segment(copy),
-                 _ports(copy.servers), _ports(copy.shadows), _drift_text(copy))
+                 _ports(copy.servers), _carried(copy), _drift_text(copy))
                 for band in topology.networks for i, copy in enumerate(band.copies.values())]),
     ]
     if topology.routers:

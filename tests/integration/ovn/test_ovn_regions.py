@@ -207,3 +207,25 @@ def test_a_remote_group_rule_across_ovn_regions_admits_exactly_its_members(ovn_s
     finally:
         for port_id, groups in before.items():
             central.network.update_port(port_id, security_groups=groups)
+
+
+def test_the_topology_shows_each_regions_backend_and_its_remote_ports(ovn_sandbox, stretched):
+    result = isthmus_cli(ovn_sandbox, "multiregion", "topology")
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in result.splitlines()
+            if line.startswith("|")]
+    # The region table: every OVN region says so.
+    backends = {r[0]: r[3] for r in rows if len(r) == 5 and r[0] in ovn_sandbox.regions}
+    assert backends == {region: "ovn" for region in ovn_sandbox.regions}, result
+    server_one = stretched["servers"]["RegionOne"].name
+    assert f"remote: {server_one}" in result, result
+
+
+def isthmus_cli(sandbox, *args: str) -> str:
+    import subprocess
+    import sys
+
+    openstack = str(Path(sys.executable).parent / "openstack")
+    done = subprocess.run([openstack, "--os-cloud", "isthmus-admin", *args], capture_output=True, text=True,
+                          env=sandbox.env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -158,3 +158,30 @@ def test_to_dict_is_json_and_raw_optional() -> None:
     lean = topo.to_dict(raw=False)
     assert "raw" not in json.dumps(lean).replace('"raw_', "")
     assert lean["networks"][0]["copies"]["RegionTwo"]["segmentation_id"] == 1001
+
+
+def test_an_ovn_region_shows_its_backend_and_remote_ports_not_shadows() -> None:
+    snap = fx.snapshot()
+    one, two = snap.regions
+    one.backend, two.backend = "ovn", "ovs"
+    one.ports = [p for p in one.ports or [] if p["device_owner"] != "compute:shadow"]  # OVN holds none
+    topo = model.build(snap)
+    assert [(r.name, r.backend) for r in topo.regions] == [("CentralRegion", None), ("RegionOne", "ovn"),
+                                                             ("RegionTwo", "ovs")]
+    (band,) = topo.networks
+    copy = band.copies["RegionOne"]
+    assert [(p.id, p.role, p.region, p.server_name) for p in copy.remote_ports] == [
+        (fx.PORT2, "remote", "RegionTwo", "tour-regiontwo")]
+    assert copy.missing_shadows == [] and copy.shadows == [] and not band.drifted
+    assert band.copies["RegionTwo"].remote_ports == []
+
+
+def test_the_table_names_backends_and_remote_ports() -> None:
+    from isthmus.topology.render import to_table
+
+    snap = fx.snapshot()
+    snap.regions[0].backend = "ovn"
+    snap.regions[0].ports = [p for p in snap.regions[0].ports or [] if p["device_owner"] != "compute:shadow"]
+    text = to_table(model.build(snap))
+    assert "| Backend" in text and "| ovn " in text
+    assert "remote: tour-regiontwo" in text
