@@ -1,7 +1,10 @@
 """Time from a server becoming ACTIVE to its first answered ping, from another
 region against from its own region, on a running ``--dataplane`` sandbox.
 
-    .venv/bin/python bench/dataplane.py --state-dir .sandbox [--servers 20]
+    .venv/bin/python bench/dataplane.py --state-dir .sandbox [--servers 20] [--ovn]
+
+``--ovn``: the sandbox's first two regions run ML2/OVN (``sandbox up --ovn``): the
+same figures over geneve, with remote ports instead of shadows (docs/ovn.md).
 
 One central network; a pinger server in RegionTwo (cross-region) and one in
 RegionOne (same region, the baseline). Then servers are booted in RegionOne one
@@ -68,11 +71,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state-dir", type=Path, default=Path(".sandbox"))
     parser.add_argument("--servers", type=int, default=20)
+    parser.add_argument("--ovn", action="store_true", help="the first two regions must run ML2/OVN (up --ovn)")
     args = parser.parse_args()
     layout = Layout.load(args.state_dir)
     if layout is None or not layout.dataplane or layout.plain or len(layout.regions) < 2:
         raise SystemExit("needs a running sandbox with --dataplane, Isthmus networking and two regions")
     one, two = layout.regions[:2]
+    ovn = layout.is_ovn(one) and layout.is_ovn(two)
+    if args.ovn and not ovn:
+        raise SystemExit(f"--ovn: {one} and {two} must run ML2/OVN (isthmus sandbox up --ovn)")
     central, r1, r2 = (connect(layout, r, "demo") for r in (CENTRAL_REGION, one, two))
     tag = f"bench-dp-{uuid.uuid4().hex[:6]}"
     net = central.network.create_network(name=tag)
@@ -107,7 +114,8 @@ def main() -> None:
 
     rows = [("ACTIVE -> first ping, p50", pct(same, 0.5), pct(cross, 0.5)),
             ("ACTIVE -> first ping, p95", pct(same, 0.95), pct(cross, 0.95))]
-    print(f"\n{args.servers} servers booted in {one}; pinged from {one} (baseline) and from {two}\n")
+    backend = "ML2/OVN, geneve, remote ports" if ovn else "sandbox binder, VXLAN, shadows"
+    print(f"\n{args.servers} servers booted in {one}; pinged from {one} (baseline) and from {two} ({backend})\n")
     print(f"{'measure':28} {'same region':>12} {'cross-region':>13} {'ratio':>7}")
     for label, base, value in rows:
         print(f"{label:28} {base:11.2f}s {value:12.2f}s {value / base if base else float('inf'):6.1f}x")

@@ -26,6 +26,7 @@ SHADOW_PREFIX = "shadow_port_"
 # router interface. Port security is off on transit networks, so no group
 # membership follows from it.
 TRANSIT_OWNER = "compute:isthmus-transit"
+TRANSIT_PORT_PREFIX = "isthmus-transit-"  # + the region of the router half the port belongs to
 # Description of a router's transit network (central and its regional copies).
 TRANSIT_TAG = "isthmus:transit-of:"
 # Central reservations: the DHCP address every region shares, and one gateway

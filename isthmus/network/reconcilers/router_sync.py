@@ -22,10 +22,11 @@ import logging
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
-from isthmus.network import TRANSIT_OWNER, TRANSIT_TAG, bound_region, port_report
+from isthmus.network import TRANSIT_OWNER, TRANSIT_PORT_PREFIX, TRANSIT_TAG, bound_region, port_report
 from isthmus.network.reconcilers import l3_plans, plans
 from isthmus.network.reconcilers.binding_sync import host_agent
 from isthmus.network.reconcilers.fanout import in_every_region
+from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
 from isthmus.network.reconcilers.services import Services
 
 LOG = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ def sync_router(services: Services, ctx: JobContext) -> None:
 
     try:
         in_every_region(regions, sync_region, f"router {router_id}")
+        if transit_ports and transit_network:
+            _wire_transit_on_ovn(services, transit_network, list(transit_ports.values()))
     finally:
         waiting = _report_status(services, view, fips, central_ports, half_ports, regional_fips)
     if len(wanted) <= 1:
@@ -200,7 +203,7 @@ def _ensure_transit_port(services: Services, view: l3_plans.RouterView, network_
     address per family, unique among the halves)."""
     central = services.central
     pod = services.registry.find_pod(region)
-    name = f"isthmus-transit-{region}"
+    name = f"{TRANSIT_PORT_PREFIX}{region}"
     routing = services.registry.find_routing(view.router_id, pod.pod_id, "transit_port") if pod else None
     port = central.get("ports", routing.bottom_id) if routing and routing.bottom_id else None
     if port is None:
@@ -235,6 +238,21 @@ def _attach_transit(services: Services, neutron: NeutronClient, region: str, hal
             if err.status != 412:
                 raise
             raise RetryLater(f"transit port {port['id']} changed at central meanwhile") from err
+
+
+def _wire_transit_on_ovn(services: Services, network_id: str, ports: list[dict]) -> None:
+    """On ML2/OVN regions the halves' transit ports stay unbound (OVN routers are
+    distributed: no L3 agent binds them, so no binding reaches central); each OVN
+    half's region gets the other halves' transit ports as remote ports at once,
+    their region known from the port's name (ovn/wiring.home_of)."""
+    if services.tunnel_keys is None or not services.ovn_regions:
+        return
+    hypervisors = ovn_wiring.Hypervisors(services.ovn_regions)
+    keys = services.tunnel_keys
+    in_every_region(sorted(services.ovn_regions),
+                    lambda region: ovn_wiring.sync_network(services.ovn_regions[region], network_id, ports, keys,
+                                                           hypervisors, set()),
+                    f"transit {network_id}")
 
 
 def _transit_network_id(services: Services, router_id: str) -> str | None:

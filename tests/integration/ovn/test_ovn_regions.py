@@ -20,7 +20,7 @@ from isthmus.clients.ovsdb import OvsdbClient, map_of, set_of, uuid_of
 from isthmus.network.reconcilers.ovn.plan import TNL_KEY, remote_port_name, switch_name
 from isthmus.sandbox import ovn
 from isthmus.sandbox.layout import Layout
-from tests.integration.helpers import CENTRAL, eventually
+from tests.integration.helpers import CENTRAL, delete_network, eventually
 from tests.integration.test_dataplane import boot_all, ip_of, pings, port_of, wait_ping
 from tests.sandboxes import Sandbox, dataplane_possible, free_base_port, isthmus
 
@@ -229,3 +229,45 @@ def isthmus_cli(sandbox, *args: str) -> str:
                           env=sandbox.env(), timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_a_router_with_subnets_in_two_ovn_regions_routes_between_them(ovn_sandbox, layout, stretched):
+    """Router halves on OVN logical routers; the halves' transit ports, which no
+    OVN region binds, reach each other as remote ports."""
+    central = ovn_sandbox.connect(CENTRAL)
+    one, two = ovn_sandbox.regions[:2]
+    zones = {r: layout.availability_zone(r) for r in (one, two)}
+    name = f"ovn-rt-{uuid.uuid4().hex[:6]}"
+    networks, router = [], None
+    servers: list = []
+    try:
+        subnets = {}
+        for region, cidr in ((one, "10.78.1.0/24"), (two, "10.78.2.0/24")):
+            network = central.network.create_network(name=f"{name}-{region}", availability_zone_hints=[zones[region]])
+            networks.append(network)
+            subnets[region] = central.network.create_subnet(network_id=network.id, ip_version=4, cidr=cidr)
+        router = central.network.create_router(name=name)
+        for subnet in subnets.values():
+            central.network.add_interface_to_router(router.id, subnet_id=subnet.id)
+        booted = {region: boot_all(ovn_sandbox, name, network.id, (region,))[region]
+                  for region, network in zip((one, two), networks, strict=True)}
+        servers = list(booted.items())
+        ips = {r: ip_of(port_of(stretched["admin"], r, s)) for r, s in booted.items()}
+        took = wait_ping(ovn_sandbox, booted[one], ips[two], timeout=240)
+        wait_ping(ovn_sandbox, booted[two], ips[one], timeout=240)
+        print(f"routed across OVN regions: answered after {took:.1f}s")
+        from tests.integration.test_dataplane import sandbox_exec
+
+        trace = sandbox_exec(ovn_sandbox, booted[one].id, "ping", "-c", "1", "-W", "2", ips[two])
+        assert "ttl=62" in trace.stdout, trace.stdout  # both halves on the way
+    finally:
+        for region, server in servers:
+            conn = ovn_sandbox.connect(region)
+            conn.compute.delete_server(server, ignore_missing=True)
+            conn.compute.wait_for_delete(server, wait=120)
+        if router is not None:
+            for port in central.network.ports(device_id=router.id, device_owner="network:router_interface"):
+                central.network.remove_interface_from_router(router.id, port=port.id)
+            central.network.delete_router(router.id, ignore_missing=True)
+        for network in networks:
+            eventually(lambda n=network: delete_network(central, n.id), timeout=120, what=f"delete {network.id}")

@@ -73,6 +73,17 @@ class OvnRegion:
                                      region=self.name)
         return None
 
+    def gateway(self) -> RemoteChassis | None:
+        """The region's first interconnection chassis (by name): other regions reach
+        the region's distributed router ports through it."""
+        for name, row in sorted(self.chassis_rows().items()):
+            encap = row.get("encap")
+            if (map_of(row.get("other_config")).get("is-interconn") == "true" and encap
+                    and EXT_CHASSIS not in map_of(row.get("external_ids"))):
+                return RemoteChassis(name=name, hostname=row.get("hostname") or name, encap_type=encap["type"],
+                                     encap_ip=encap["ip"], region=self.name)
+        return None
+
     def apply(self, ops: Operations) -> None:
         """Southbound first: a remote port's chassis exists before the port names it."""
         if ops.southbound:

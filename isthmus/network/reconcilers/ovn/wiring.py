@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from isthmus.clients.ovsdb import map_of
-from isthmus.network import bound_region
+from isthmus.network import TRANSIT_OWNER, TRANSIT_PORT_PREFIX, bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.ovn.plan import (
     EXT_PORT,
@@ -42,6 +42,18 @@ from isthmus.registry import TunnelKeys
 LOG = logging.getLogger(__name__)
 
 
+class KeySource(Protocol):
+    """Central's tunnel keys (isthmus.registry.TunnelKeys)."""
+
+    def network_key(self, network_id: str) -> int: ...
+
+    def port_key(self, network_id: str, port_id: str) -> int: ...
+
+
+class ChassisSource(Protocol):
+    def of(self, region: str, host: str | None) -> RemoteChassis | None: ...
+
+
 class Hypervisors:
     """Home chassis of remote ports, read from their regions' Southbound once per job."""
 
@@ -49,19 +61,36 @@ class Hypervisors:
         self.regions = regions
         self._found: dict[tuple[str, str], RemoteChassis | None] = {}
 
-    def of(self, region: str, host: str) -> RemoteChassis | None:
-        if (region, host) not in self._found:
+    def of(self, region: str, host: str | None) -> RemoteChassis | None:
+        """The chassis of ``host`` in ``region``; ``host`` None: the region's
+        interconnection chassis (where a distributed router port is reached)."""
+        key = (region, host or "")
+        if key not in self._found:
             home = self.regions.get(region)
-            self._found[(region, host)] = home.hypervisor(host) if home else None
-        return self._found[(region, host)]
+            self._found[key] = None if home is None else home.hypervisor(host) if host else home.gateway()
+        return self._found[key]
+
+
+def home_of(port: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """Where a port lives: its region and host, from the region's binding report;
+    or, for a router half's transit port, which an OVN region never binds (its
+    routers are distributed), the half's region from the port's name and no host.
+    None: unbound."""
+    region = bound_region(port)
+    if region:
+        return region, port.get("binding:host_id") or None
+    name = port.get("name") or ""
+    if port.get("device_owner") == TRANSIT_OWNER and name.startswith(TRANSIT_PORT_PREFIX):
+        return name[len(TRANSIT_PORT_PREFIX):], None
+    return None
 
 
 def addresses(port: Mapping[str, Any]) -> str:
     return " ".join([port["mac_address"], *(ip["ip_address"] for ip in port.get("fixed_ips") or [])])
 
 
-def wanted_for(region: str, network_id: str, central_ports: Iterable[Mapping[str, Any]], keys: TunnelKeys,
-               hypervisors: Hypervisors, removable: Iterable[str] = ()) -> Wanted:
+def wanted_for(region: str, network_id: str, central_ports: Iterable[Mapping[str, Any]], keys: KeySource,
+               hypervisors: ChassisSource, removable: Iterable[str] = ()) -> Wanted:
     """What ``region`` must hold for ``central_ports`` of the network (all of
     them, or the one an event names)."""
     local: dict[str, int] = {}
@@ -71,14 +100,15 @@ def wanted_for(region: str, network_id: str, central_ports: Iterable[Mapping[str
     for port in central_ports:
         if not plans.is_compute(port):
             continue
-        home = bound_region(port)
+        placed = home_of(port)
+        home, host = placed if placed else (None, None)
         if home == region:
             local[port["id"]] = keys.port_key(network_id, port["id"])
             gone.add(port["id"])  # bound here now: a remote port of it would be a second copy
         elif home is None:
             gone.add(port["id"])
         else:
-            where = hypervisors.of(home, port.get("binding:host_id") or "")
+            where = hypervisors.of(home, host)
             if where is None:
                 # An OVS region (no geneve to it: docs/ovn.md, mixed clouds), or a
                 # chassis not registered yet (the next event or resync carries it).
