@@ -127,6 +127,32 @@ def start_sandbox(state_dir: Path) -> Sandbox:
     return Sandbox(state_dir, base, ("RegionOne", "RegionTwo"))
 
 
+OVN_REGIONS = ("RegionOne", "RegionTwo", "RegionThree")
+
+
+def ovn_problem() -> str | None:
+    """Why the OVN tier cannot run here (None: it can)."""
+    from isthmus.sandbox import ovn
+
+    if not dataplane_possible():
+        return "OVN regions need the dataplane (root, iproute2)"
+    if not (ovn.root() / ovn.STAMP).exists():
+        return f"no OVN root at {ovn.root()}: build it with tools/ovn-root.sh"
+    return None
+
+
+def start_ovn_sandbox(state_dir: Path) -> Sandbox:
+    """The OVN tier's sandbox: three regions on ML2/OVN (docs/ovn.md), ports from
+    ISTHMUS_TEST_OVN_BASE_PORT (24000), apart from the integration sandbox's."""
+    base = free_base_port(int(os.environ.get("ISTHMUS_TEST_OVN_BASE_PORT", "24000")), len(OVN_REGIONS))
+    up = isthmus("sandbox", "up", "--ovn", "--regions", ",".join(OVN_REGIONS), "--state-dir", str(state_dir),
+                 "--base-port", str(base), "--neutron-page-limit", str(TEST_PAGE_LIMIT), check=False, timeout=900)
+    if up.returncode != 0:
+        isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
+        raise RuntimeError(f"sandbox up --ovn failed:\n{up.stdout}\n{up.stderr}")
+    return Sandbox(state_dir, base, OVN_REGIONS)
+
+
 def running_others() -> list[str]:
     """One line per running sandbox of this checkout's default state dir (the demo's)."""
     from isthmus.sandbox.control import is_running
@@ -142,9 +168,10 @@ def running_others() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["start"] and len(argv) == 2:
+    if argv[:1] in (["start"], ["start-ovn"]) and len(argv) == 2:
+        start = start_sandbox if argv[0] == "start" else start_ovn_sandbox
         try:
-            print(start_sandbox(Path(argv[1])).state_dir)
+            print(start(Path(argv[1])).state_dir)
         except RuntimeError as err:
             print(err, file=sys.stderr)
             return 1
@@ -153,7 +180,7 @@ def main(argv: list[str]) -> int:
         for line in running_others():
             print(f"[test] note: {line}")
         return 0
-    print("usage: python -m tests.sandboxes start STATE_DIR | others", file=sys.stderr)
+    print("usage: python -m tests.sandboxes start|start-ovn STATE_DIR | others", file=sys.stderr)
     return 2
 
 

@@ -12,7 +12,10 @@
 #                                tiers run) and stopped at the end; every test not
 #                                marked exclusive on three workers
 #                                (ISTHMUS_TEST_WORKERS), then the exclusive ones
-#                                alone (they stop, freeze or reconfigure services)
+#                                alone (they stop, freeze or reconfigure services).
+#                                As root, the OVN tests too, on a second sandbox (three
+#                                ML2/OVN regions) started with the first, beside the
+#                                parallel phase
 #   ./tools/test.sh ovn          regions on ML2/OVN: builds the OVN root once
 #                                (tools/ovn-root.sh), then tests/integration/ovn on a
 #                                sandbox of its own (up --ovn, three regions)
@@ -73,10 +76,69 @@ start_sandbox() {
 }
 
 stop_sandbox() {
+  stop_ovn_sandbox
   [ -n "$sandbox_state" ] || return 0
   [ -z "$sandbox_starter" ] || wait "$sandbox_starter" 2>/dev/null || true
   .venv/bin/isthmus sandbox down --state-dir "$sandbox_state" >/dev/null 2>&1 || true
   rm -f "$sandbox_state.log" "$sandbox_state.rc"
+}
+
+# The OVN tier (regions on ML2/OVN, tests/integration/ovn) has a sandbox of its
+# own, three OVN regions, started beside the integration sandbox where the
+# machine can run it (root): the OVN root is built first if missing
+# (tools/ovn-root.sh, about a minute once per machine). Its tests run beside the
+# integration tier's parallel phase (they mostly wait on boots and pings); the
+# sandbox is stopped before the exclusive phase.
+ovn_state=""
+ovn_starter=""
+start_ovn_sandbox() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "[test] OVN tier skipped: regions on ML2/OVN need root (network namespaces, Open vSwitch)"
+    return 0
+  fi
+  ovn_state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-ovn.XXXXXX") || return 1
+  echo "[test] starting the OVN tier's sandbox in $ovn_state (in the background)"
+  ( { ./tools/ovn-root.sh && "$PY" -m tests.sandboxes start-ovn "$ovn_state"; } >"$ovn_state.log" 2>&1
+    echo $? >"$ovn_state.rc" ) &
+  ovn_starter=$!
+}
+
+stop_ovn_sandbox() {
+  [ -n "$ovn_state" ] || return 0
+  [ -z "$ovn_starter" ] || wait "$ovn_starter" 2>/dev/null || true
+  .venv/bin/isthmus sandbox down --state-dir "$ovn_state" >/dev/null 2>&1 || true
+  rm -f "$ovn_state.log" "$ovn_state.rc"
+  ovn_state=""
+}
+
+# Starts the OVN tests in the background once their sandbox is up; sets ovn_tests.
+ovn_tests=""
+run_ovn_tests() {
+  [ -n "$ovn_state" ] || return 0
+  wait "$ovn_starter" || true
+  ovn_starter=""
+  if [ "$(cat "$ovn_state.rc" 2>/dev/null)" != 0 ]; then
+    echo "[test] the OVN tier's sandbox did not start:"
+    cat "$ovn_state.log"
+    return 1
+  fi
+  ( ISTHMUS_OVN_SANDBOX_DIR="$ovn_state" pytest_run ovn --tier integration -m ovn \
+      tests/integration/ovn >"$ovn_state.tests.log" 2>&1
+    echo $? >"$ovn_state.tests.rc" ) &
+  ovn_tests=$!
+}
+
+finish_ovn_tests() {
+  [ -n "$ovn_tests" ] || return 0
+  wait "$ovn_tests" || true
+  ovn_tests=""
+  echo "[test] === ovn (beside the parallel phase) ==="
+  cat "$ovn_state.tests.log"
+  local rc
+  rc=$(cat "$ovn_state.tests.rc" 2>/dev/null || echo 1)
+  rm -f "$ovn_state.tests.log" "$ovn_state.tests.rc"
+  stop_ovn_sandbox
+  return "$rc"
 }
 
 tier_integration() {
@@ -91,15 +153,15 @@ tier_integration() {
   echo "[test] sandbox up in $(( $(date +%s) - sandbox_started ))s (started with the run)"
   export ISTHMUS_SANDBOX_DIR="$sandbox_state"
   local status=0
+  run_ovn_tests || status=$?
   pytest_run integration --tier integration -n "${ISTHMUS_TEST_WORKERS:-3}" --dist loadfile \
     -m "not exclusive and not ovn" || status=$?
+  finish_ovn_tests || status=$?
   pytest_run integration-exclusive --tier integration -m "exclusive and not ovn" || status=$?
   return "$status"
 }
 
-# Regions on ML2/OVN: their own sandbox (three OVN regions), started by the tests'
-# fixture once the OVN root is built (tools/ovn-root.sh: about a minute, once per
-# machine). Not part of the default run yet (docs/ovn.md, "Tests").
+# The OVN tier alone: its sandbox started by the tests' fixture.
 tier_ovn() {
   ./tools/ovn-root.sh || return 1
   pytest_run ovn --tier integration -m ovn tests/integration/ovn
@@ -117,6 +179,7 @@ done
 if [[ " ${tiers[*]} " == *" integration "* ]]; then
   "$PY" -m tests.sandboxes others || true
   start_sandbox
+  start_ovn_sandbox
 fi
 times=()
 for tier in "${tiers[@]}"; do

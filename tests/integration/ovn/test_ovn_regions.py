@@ -22,10 +22,9 @@ from isthmus.sandbox import ovn
 from isthmus.sandbox.layout import Layout
 from tests.integration.helpers import CENTRAL, delete_network, eventually
 from tests.integration.test_dataplane import boot_all, ip_of, pings, port_of, wait_ping
-from tests.sandboxes import Sandbox, dataplane_possible, free_base_port, isthmus
+from tests.sandboxes import Sandbox, isthmus, ovn_problem, start_ovn_sandbox
 
 pytestmark = [pytest.mark.integration, pytest.mark.ovn]
-REGIONS = ("RegionOne", "RegionTwo", "RegionThree")
 NB, SB = "OVN_Northbound", "OVN_Southbound"
 
 
@@ -37,16 +36,16 @@ def ovn_sandbox(tmp_path_factory) -> Iterator[Sandbox]:
         assert layout is not None and layout.ovn_regions, f"no --ovn sandbox in {existing}"
         yield Sandbox(layout.state_dir, layout.base_port, layout.regions)
         return
-    if not dataplane_possible():
-        pytest.skip("OVN regions need the dataplane (root, iproute2)")
-    if not (ovn.root() / ovn.STAMP).exists():
-        pytest.skip(f"no OVN root at {ovn.root()}: build it with tools/ovn-root.sh")
+    problem = ovn_problem()
+    if problem:
+        pytest.skip(problem)
     state_dir = tmp_path_factory.mktemp("ovn-sandbox")
-    base = free_base_port(24000, len(REGIONS))
-    isthmus("sandbox", "up", "--ovn", "--regions", ",".join(REGIONS), "--state-dir", str(state_dir),
-            "--base-port", str(base), "--neutron-page-limit", "7", timeout=900)
     try:
-        yield Sandbox(state_dir, base, REGIONS)
+        started = start_ovn_sandbox(state_dir)
+    except RuntimeError as err:
+        pytest.fail(str(err))
+    try:
+        yield started
     finally:
         isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
 
