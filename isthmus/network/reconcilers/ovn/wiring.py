@@ -28,6 +28,7 @@ from isthmus.network import TRANSIT_OWNER, TRANSIT_PORT_PREFIX, bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.ovn.plan import (
     EXT_PORT,
+    Observed,
     RemoteChassis,
     RemotePort,
     Wanted,
@@ -37,7 +38,6 @@ from isthmus.network.reconcilers.ovn.plan import (
     unreferenced_chassis,
 )
 from isthmus.network.reconcilers.ovn.region import OvnRegion
-from isthmus.registry import TunnelKeys
 
 LOG = logging.getLogger(__name__)
 
@@ -121,8 +121,7 @@ def wanted_for(region: str, network_id: str, central_ports: Iterable[Mapping[str
     return Wanted(network_id, keys.network_key(network_id), local, remote, chassis, frozenset(gone))
 
 
-def converge(ovn: OvnRegion, wanted: Wanted, port_names: Iterable[str] | None) -> None:
-    observed = ovn.observe(wanted.network_id, port_names)
+def _converge(ovn: OvnRegion, wanted: Wanted, observed: Observed) -> None:
     ops = plan(wanted, observed)
     for note in ops.notes:
         LOG.info("network %s in %s (OVN): %s", wanted.network_id, ovn.name, note)
@@ -131,17 +130,17 @@ def converge(ovn: OvnRegion, wanted: Wanted, port_names: Iterable[str] | None) -
 
 
 def sync_port(ovn: OvnRegion, network_id: str, port_id: str, central: Mapping[str, Any] | None, deleted: bool,
-              keys: TunnelKeys, hypervisors: Hypervisors) -> None:
-    """One port's event in one OVN region."""
+              keys: KeySource, hypervisors: ChassisSource) -> None:
+    """One port's event in one OVN region: its two rows read by name."""
     if central is None and not deleted:
         return
     wanted = wanted_for(ovn.name, network_id, [central] if central else [], keys, hypervisors,
                         removable=[port_id] if deleted else [])
-    converge(ovn, wanted, [port_id, remote_port_name(port_id)])
+    _converge(ovn, wanted, ovn.observe(network_id, [port_id, remote_port_name(port_id)]))
 
 
-def sync_network(ovn: OvnRegion, network_id: str, central_ports: list[dict[str, Any]], keys: TunnelKeys,
-                 hypervisors: Hypervisors, buried: set[str]) -> None:
+def sync_network(ovn: OvnRegion, network_id: str, central_ports: list[dict[str, Any]], keys: KeySource,
+                 hypervisors: ChassisSource, buried: set[str]) -> None:
     """Every port of the network in one OVN region (the backstop). ``buried``: ids
     of ports whose delete central recorded (remote ports of them go)."""
     wanted = wanted_for(ovn.name, network_id, central_ports, keys, hypervisors, removable=buried)
@@ -152,11 +151,7 @@ def sync_network(ovn: OvnRegion, network_id: str, central_ports: list[dict[str, 
     if unproven:
         LOG.warning("network %s in %s (OVN): central has no port for %s and recorded no delete: kept",
                     network_id, ovn.name, ", ".join(unproven))
-    ops = plan(wanted, observed)
-    for note in ops.notes:
-        LOG.info("network %s in %s (OVN): %s", network_id, ovn.name, note)
-    if ops:
-        ovn.apply(ops)
+    _converge(ovn, wanted, observed)
 
 
 def _port_of(row: Mapping[str, Any]) -> str:
