@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from isthmus.sandbox import process
@@ -152,20 +153,89 @@ def _daemon(layout: Layout, region: str, name: str, argv: list[str], namespace: 
                          env=env(layout, region))
 
 
-def start_databases(layout: Layout, region: str) -> None:
-    """NB and SB ovsdb-servers and ovn-northd; returns once both databases answer."""
+DATABASES = {"nb": ("ovn_nb", "nb.sock"), "sb": ("ovn_sb", "sb.sock")}
+
+
+def start_database(layout: Layout, region: str, db: str) -> process.ServiceRecord:
+    """The Northbound ("nb") or Southbound ("sb") ovsdb-server; returns once it listens."""
     folder = state_dir(layout, region)
-    for db, port, sock in (("nb", layout.region_port(region, "ovn_nb"), "nb.sock"),
-                           ("sb", layout.region_port(region, "ovn_sb"), "sb.sock")):
-        record = _daemon(layout, region, f"ovn-{db}-{region}", [
-            *binary("ovsdb-server"), str(folder / f"{db}.db"), f"--remote=ptcp:{port}:127.0.0.1",
-            f"--remote=punix:{folder / sock}", f"--unixctl={folder / f'{db}.ctl'}", "--pidfile=" + str(
-                folder / f"{db}.pid")])
-        process.wait_until(functools.partial(process.port_is_listening, port),
-                           f"waiting for OVN {db.upper()} of {region}", 60, record)
-    _daemon(layout, region, f"ovn-northd-{region}", [
+    service, sock = DATABASES[db]
+    port = layout.region_port(region, service)
+    record = _daemon(layout, region, f"ovn-{db}-{region}", [
+        *binary("ovsdb-server"), str(folder / f"{db}.db"), f"--remote=ptcp:{port}:127.0.0.1",
+        f"--remote=punix:{folder / sock}", f"--unixctl={folder / f'{db}.ctl'}", f"--pidfile={folder / f'{db}.pid'}"])
+    process.wait_until(functools.partial(process.port_is_listening, port),
+                       f"waiting for OVN {db.upper()} of {region}", 60, record)
+    return record
+
+
+def start_northd(layout: Layout, region: str) -> process.ServiceRecord:
+    folder = state_dir(layout, region)
+    return _daemon(layout, region, f"ovn-northd-{region}", [
         *binary("ovn-northd"), f"--ovnnb-db=unix:{folder / 'nb.sock'}", f"--ovnsb-db=unix:{folder / 'sb.sock'}",
         f"--unixctl={folder / 'northd.ctl'}", f"--pidfile={folder / 'northd.pid'}"])
+
+
+def start_databases(layout: Layout, region: str) -> None:
+    """NB and SB ovsdb-servers and ovn-northd; returns once both databases answer."""
+    start_database(layout, region, "nb")
+    start_database(layout, region, "sb")
+    start_northd(layout, region)
+
+
+def start_switch_database(layout: Layout, region: str) -> process.ServiceRecord:
+    """Open vSwitch's ovsdb-server in the region's host namespace."""
+    folder = state_dir(layout, region)
+    record = _daemon(layout, region, f"ovs-db-{region}", [
+        *binary("ovsdb-server"), str(folder / "conf.db"), f"--remote=punix:{folder / 'db.sock'}",
+        f"--unixctl={folder / 'ovsdb.ctl'}", f"--pidfile={folder / 'ovsdb.pid'}"], names.host_namespace(layout, region))
+    process.wait_until(lambda: (folder / "db.sock").exists(), f"waiting for Open vSwitch's database of {region}",
+                       60, record)
+    return record
+
+
+def start_vswitchd(layout: Layout, region: str) -> process.ServiceRecord:
+    """ovs-vswitchd (userspace datapath), and the underlay address on ``br-ul``:
+    userspace tunnels leave through a bridge holding the local address (again
+    after a restart: the bridge's device goes with the daemon)."""
+    folder = state_dir(layout, region)
+    host_ns = names.host_namespace(layout, region)
+    vs = vsctl(layout, region)
+    record = _daemon(layout, region, f"ovs-vswitchd-{region}", [
+        *binary("ovs-vswitchd"), f"unix:{folder / 'db.sock'}", f"--unixctl={folder / 'vswitchd.ctl'}",
+        f"--pidfile={folder / 'vswitchd.pid'}"], host_ns)
+    _run(layout, region, [*vs, "--may-exist", "add-br", UNDERLAY_BRIDGE, "--", "set", "bridge", UNDERLAY_BRIDGE,
+                          "datapath_type=netdev", "--", "--may-exist", "add-port", UNDERLAY_BRIDGE,
+                          names.UNDERLAY_LINK])
+    address = f"{names.tunnel_ip(layout, region)}/{names.UNDERLAY.prefixlen}"
+
+    def addressed() -> bool:
+        try:
+            kernel.run(["ip", "-n", host_ns, "addr", "flush", "dev", names.UNDERLAY_LINK])
+            kernel.run(["ip", "-n", host_ns, "addr", "replace", address, "dev", UNDERLAY_BRIDGE])
+            kernel.run(["ip", "-n", host_ns, "link", "set", UNDERLAY_BRIDGE, "up"])
+        except kernel.KernelError:
+            return False  # the bridge's device is not there yet
+        return True
+
+    process.wait_until(addressed, f"waiting for {UNDERLAY_BRIDGE} of {region}", 30, record)
+    return record
+
+
+def start_controller(layout: Layout, region: str) -> process.ServiceRecord:
+    """ovn-controller; returns once its chassis is in the Southbound database."""
+    folder = state_dir(layout, region)
+    record = _daemon(layout, region, f"ovn-controller-{region}", [
+        *binary("ovn-controller"), f"unix:{folder / 'db.sock'}", f"--unixctl={folder / 'controller.ctl'}",
+        f"--pidfile={folder / 'controller.pid'}"], names.host_namespace(layout, region))
+    sbctl = [*binary("ovn-sbctl"), f"--db=unix:{folder / 'sb.sock'}", f"--timeout={COMMAND_TIMEOUT}"]
+
+    def registered() -> bool:
+        return bool(_run(layout, region, [*sbctl, "--bare", "--columns=name", "find", "chassis",
+                                          f"name={chassis_name(region)}"]).strip())
+
+    process.wait_until(registered, f"waiting for the OVN chassis of {region}", 60, record)
+    return record
 
 
 def start_chassis(layout: Layout, region: str) -> None:
@@ -174,43 +244,31 @@ def start_chassis(layout: Layout, region: str) -> None:
     from isthmus.sandbox.nova import compute_host
 
     folder = state_dir(layout, region)
-    host_ns = names.host_namespace(layout, region)
-    local_ip = names.tunnel_ip(layout, region)
-    db = _daemon(layout, region, f"ovs-db-{region}", [
-        *binary("ovsdb-server"), str(folder / "conf.db"), f"--remote=punix:{folder / 'db.sock'}",
-        f"--unixctl={folder / 'ovsdb.ctl'}", f"--pidfile={folder / 'ovsdb.pid'}"], host_ns)
-    process.wait_until(lambda: (folder / "db.sock").exists(), f"waiting for Open vSwitch's database of {region}",
-                       60, db)
+    start_switch_database(layout, region)
     vs = vsctl(layout, region)
     _run(layout, region, [*vs, "--no-wait", "init"])
-    _daemon(layout, region, f"ovs-vswitchd-{region}", [
-        *binary("ovs-vswitchd"), f"unix:{folder / 'db.sock'}", f"--unixctl={folder / 'vswitchd.ctl'}",
-        f"--pidfile={folder / 'vswitchd.pid'}"], host_ns)
-    # Userspace tunnels leave through a bridge holding the local address.
-    _run(layout, region, [*vs, "--may-exist", "add-br", UNDERLAY_BRIDGE, "--", "set", "bridge", UNDERLAY_BRIDGE,
-                          "datapath_type=netdev", "--", "--may-exist", "add-port", UNDERLAY_BRIDGE,
-                          names.UNDERLAY_LINK])
-    address = f"{local_ip}/{names.UNDERLAY.prefixlen}"
-    try:
-        kernel.run(["ip", "-n", host_ns, "addr", "flush", "dev", names.UNDERLAY_LINK])
-        kernel.run(["ip", "-n", host_ns, "addr", "replace", address, "dev", UNDERLAY_BRIDGE])
-        kernel.run(["ip", "-n", host_ns, "link", "set", UNDERLAY_BRIDGE, "up"])
-    except kernel.KernelError as err:
-        raise process.SandboxError(f"OVN chassis of {region}: {err}") from err
+    start_vswitchd(layout, region)
     _run(layout, region, [*vs, "set", "open_vswitch", ".",
                           f"external_ids:system-id={chassis_name(region)}",
                           f"external_ids:hostname={compute_host(region)}",
                           f"external_ids:ovn-remote=unix:{folder / 'sb.sock'}",
-                          "external_ids:ovn-encap-type=geneve", f"external_ids:ovn-encap-ip={local_ip}",
+                          "external_ids:ovn-encap-type=geneve",
+                          f"external_ids:ovn-encap-ip={names.tunnel_ip(layout, region)}",
                           "external_ids:ovn-bridge-datapath-type=netdev",
                           "external_ids:ovn-is-interconn=true"])
-    controller = _daemon(layout, region, f"ovn-controller-{region}", [
-        *binary("ovn-controller"), f"unix:{folder / 'db.sock'}", f"--unixctl={folder / 'controller.ctl'}",
-        f"--pidfile={folder / 'controller.pid'}"], host_ns)
-    sbctl = [*binary("ovn-sbctl"), f"--db=unix:{folder / 'sb.sock'}", f"--timeout={COMMAND_TIMEOUT}"]
+    start_controller(layout, region)
 
-    def registered() -> bool:
-        return bool(_run(layout, region, [*sbctl, "--bare", "--columns=name", "find", "chassis",
-                                          f"name={chassis_name(region)}"]).strip())
 
-    process.wait_until(registered, f"waiting for the OVN chassis of {region}", 60, controller)
+def starters(layout: Layout) -> dict[str, Callable[[], object]]:
+    """``isthmus sandbox restart`` of each OVN daemon (its databases are kept)."""
+    found: dict[str, Callable[[], object]] = {}
+    for region in layout.ovn_regions:
+        found.update({
+            f"ovn-nb-{region}": functools.partial(start_database, layout, region, "nb"),
+            f"ovn-sb-{region}": functools.partial(start_database, layout, region, "sb"),
+            f"ovn-northd-{region}": functools.partial(start_northd, layout, region),
+            f"ovs-db-{region}": functools.partial(start_switch_database, layout, region),
+            f"ovs-vswitchd-{region}": functools.partial(start_vswitchd, layout, region),
+            f"ovn-controller-{region}": functools.partial(start_controller, layout, region),
+        })
+    return found

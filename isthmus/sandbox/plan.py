@@ -220,6 +220,7 @@ def starter(layout: Layout, name: str):
     if layout.dataplane:
         for region in layout.regions:
             starters[dataplane.agent_name(region)] = lambda r=region: dataplane.start_agent(layout, r)
+    starters.update(ovn.starters(layout))
     if name not in starters:
         raise ValueError(f"cannot restart {name!r}; restartable: {', '.join(sorted(starters))}")
     return starters[name]

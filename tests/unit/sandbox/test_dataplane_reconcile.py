@@ -97,3 +97,22 @@ def test_what_nothing_wants_is_removed_servers_first_and_only_our_own():
     assert cmds == [f"ip -n {NS} link del {TAP}", f"ip netns delete {PREFIX}vm-gone"]
     cmds = joined(removal_commands(NS, HostWiring(), state, set(), PREFIX))
     assert cmds == [f"ip -n {NS} link del {TAP}", f"ip -n {NS} link del {BRIDGE}", f"ip -n {NS} link del {VXLAN}"]
+
+
+def test_on_an_ovn_host_a_server_is_plugged_into_br_int_with_its_port_as_iface_id():
+    from isthmus.sandbox.dataplane.reconcile import OvsPlug
+
+    ovs = OvsPlug(("ovs-vsctl", "--db=unix:/x/db.sock"), ("ethtool",))
+    vm = PREFIX + "vm-a"
+    cmds = joined(server_commands(NS, vm, Server("vm-a", (VIF,)), None, set(), HostState(), ovs))
+    assert not [c for c in cmds if " master " in c]  # no Linux bridge on an OVN host
+    assert f"ip -n {NS} link set {TAP} mtu 1450 up" in cmds
+    assert (f"ovs-vsctl --db=unix:/x/db.sock --may-exist add-port br-int {TAP} -- set Interface {TAP} "
+            f"external_ids:iface-id={VIF.port_id} external_ids:attached-mac={VIF.mac} "
+            "external_ids:iface-status=active") in cmds
+    # The userspace datapath fills no checksums: transmit offload off on the server's end.
+    assert f"ip netns exec {vm} ethtool -K eth0 tx off" in cmds
+    # A server's tap nothing wants leaves br-int before its link goes.
+    state = HostState(links={TAP: Link(TAP, "veth")})
+    assert joined(removal_commands(NS, HostWiring(), state, set(), PREFIX, ovs)) == [
+        f"ovs-vsctl --db=unix:/x/db.sock --if-exists del-port br-int {TAP}", f"ip -n {NS} link del {TAP}"]

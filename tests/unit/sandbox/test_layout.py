@@ -107,3 +107,18 @@ def test_octavia_is_off_by_default_and_catalogued_per_region_when_on(tmp_path):
 def test_octavia_needs_compute(tmp_path):
     with pytest.raises(ValueError, match="--octavia"):
         Layout(tmp_path, compute=False, octavia=True)
+
+
+def test_ovn_regions_need_the_dataplane_and_known_regions_and_round_trip(tmp_path):
+    with pytest.raises(ValueError, match="--ovn: needs --dataplane"):
+        Layout(tmp_path, ovn_regions=("RegionOne",))
+    with pytest.raises(ValueError, match="RegionNine not in --regions"):
+        Layout(tmp_path, dataplane=True, ovn_regions=("RegionNine",))
+    layout = Layout(tmp_path, dataplane=True, ovn_regions=("RegionTwo",))
+    assert layout.is_ovn("RegionTwo") and not layout.is_ovn("RegionOne")
+    layout.make_dirs()
+    layout.save()
+    assert Layout.load(tmp_path) == layout
+    # Each OVN region's Northbound and Southbound get ports of their own, apart from every other.
+    ports = [layout.region_port(r, s) for r in layout.regions for s in ("neutron", "octavia", "ovn_nb", "ovn_sb")]
+    assert len(set(ports)) == len(ports)
