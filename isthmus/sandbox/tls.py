@@ -7,6 +7,7 @@ every client verifies the services' certificates, as in a real deployment.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,16 +24,27 @@ class Certificates:
 
 def ensure(directory: Path, names: tuple[str, ...] = ("localhost",),
            addresses: tuple[str, ...] = ("127.0.0.1", "::1")) -> Certificates:
-    """The CA and server certificate in ``directory``, made if missing."""
+    """The CA and server certificate in ``directory``, made if missing.
+
+    Under a lock: the gateway and the Admin API start side by side and both ask.
+    Unlocked, each made a CA and the files ended up from two of them, so a server
+    presented a certificate its clients' CA had not signed (seen once in a test run:
+    the TLS sandbox's gateway never passed its health check)."""
     made = Certificates(directory / "ca.pem", directory / "server.pem", directory / "server-key.pem")
-    if made.ca.exists() and made.cert.exists() and made.key.exists():
-        return made
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (made.ca.exists() and made.cert.exists() and made.key.exists()):
+            _make(made, names, addresses)
+    return made
+
+
+def _make(made: Certificates, names: tuple[str, ...], addresses: tuple[str, ...]) -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Isthmus sandbox CA")])
@@ -60,4 +72,3 @@ def ensure(directory: Path, names: tuple[str, ...] = ("localhost",),
     made.key.chmod(0o600)
     made.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     made.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    return made
