@@ -14,7 +14,7 @@
 #                                (ISTHMUS_TEST_WORKERS), then the exclusive ones
 #                                alone (they stop, freeze or reconfigure services).
 #                                As root, the OVN tests too, on a second sandbox (three
-#                                ML2/OVN regions) started with the first, beside the
+#                                ML2/OVN regions) started with the tier, beside the
 #                                parallel phase
 #   ./tools/test.sh ovn          regions on ML2/OVN: builds the OVN root once
 #                                (tools/ovn-root.sh), then tests/integration/ovn on a
@@ -83,62 +83,54 @@ stop_sandbox() {
   rm -f "$sandbox_state.log" "$sandbox_state.rc"
 }
 
-# The OVN tier (regions on ML2/OVN, tests/integration/ovn) has a sandbox of its
-# own, three OVN regions, started beside the integration sandbox where the
-# machine can run it (root): the OVN root is built first if missing
-# (tools/ovn-root.sh, about a minute once per machine). Its tests run beside the
-# integration tier's parallel phase (they mostly wait on boots and pings); the
-# sandbox is stopped before the exclusive phase.
+# The OVN tests (regions on ML2/OVN, tests/integration/ovn) have a sandbox of
+# their own, three OVN regions. Where the machine can run it (root), one
+# background job builds the OVN root if missing (tools/ovn-root.sh, about a
+# minute once per machine), starts that sandbox, runs the tests and stops it,
+# all beside the integration tier's parallel phase (the tests mostly wait on
+# boots and pings); the exclusive phase starts once it is done. It starts with
+# the integration tier, not with the run: two sandboxes starting beside the unit
+# and component tiers kept the integration sandbox from being ready in time.
 ovn_state=""
-ovn_starter=""
-start_ovn_sandbox() {
+ovn_job=""
+start_ovn_job() {
   if [ "$(id -u)" -ne 0 ]; then
-    echo "[test] OVN tier skipped: regions on ML2/OVN need root (network namespaces, Open vSwitch)"
+    echo "[test] OVN tests skipped: regions on ML2/OVN need root (network namespaces, Open vSwitch)"
     return 0
   fi
   ovn_state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-ovn.XXXXXX") || return 1
-  echo "[test] starting the OVN tier's sandbox in $ovn_state (in the background)"
-  ( { ./tools/ovn-root.sh && "$PY" -m tests.sandboxes start-ovn "$ovn_state"; } >"$ovn_state.log" 2>&1
-    echo $? >"$ovn_state.rc" ) &
-  ovn_starter=$!
+  echo "[test] OVN tests: sandbox in $ovn_state, beside the parallel phase"
+  ( status=0
+    { ./tools/ovn-root.sh && "$PY" -m tests.sandboxes start-ovn "$ovn_state"; } >"$ovn_state.log" 2>&1 || status=$?
+    if [ "$status" = 0 ]; then
+      ISTHMUS_OVN_SANDBOX_DIR="$ovn_state" pytest_run ovn --tier integration -m ovn tests/integration/ovn \
+        >>"$ovn_state.log" 2>&1 || status=$?
+    else
+      echo "[test] the OVN tests' sandbox did not start" >>"$ovn_state.log"
+    fi
+    .venv/bin/isthmus sandbox down --state-dir "$ovn_state" >/dev/null 2>&1 || true
+    echo "$status" >"$ovn_state.rc" ) &
+  ovn_job=$!
 }
 
-stop_ovn_sandbox() {
-  [ -n "$ovn_state" ] || return 0
-  [ -z "$ovn_starter" ] || wait "$ovn_starter" 2>/dev/null || true
-  .venv/bin/isthmus sandbox down --state-dir "$ovn_state" >/dev/null 2>&1 || true
+finish_ovn_job() {
+  [ -n "$ovn_job" ] || return 0
+  wait "$ovn_job" || true
+  ovn_job=""
+  echo "[test] === OVN tests (ran beside the parallel phase) ==="
+  cat "$ovn_state.log"
+  local rc
+  rc=$(cat "$ovn_state.rc" 2>/dev/null || echo 1)
   rm -f "$ovn_state.log" "$ovn_state.rc"
   ovn_state=""
-}
-
-# Starts the OVN tests in the background once their sandbox is up; sets ovn_tests.
-ovn_tests=""
-run_ovn_tests() {
-  [ -n "$ovn_state" ] || return 0
-  wait "$ovn_starter" || true
-  ovn_starter=""
-  if [ "$(cat "$ovn_state.rc" 2>/dev/null)" != 0 ]; then
-    echo "[test] the OVN tier's sandbox did not start:"
-    cat "$ovn_state.log"
-    return 1
-  fi
-  ( ISTHMUS_OVN_SANDBOX_DIR="$ovn_state" pytest_run ovn --tier integration -m ovn \
-      tests/integration/ovn >"$ovn_state.tests.log" 2>&1
-    echo $? >"$ovn_state.tests.rc" ) &
-  ovn_tests=$!
-}
-
-finish_ovn_tests() {
-  [ -n "$ovn_tests" ] || return 0
-  wait "$ovn_tests" || true
-  ovn_tests=""
-  echo "[test] === ovn (beside the parallel phase) ==="
-  cat "$ovn_state.tests.log"
-  local rc
-  rc=$(cat "$ovn_state.tests.rc" 2>/dev/null || echo 1)
-  rm -f "$ovn_state.tests.log" "$ovn_state.tests.rc"
-  stop_ovn_sandbox
   return "$rc"
+}
+
+stop_ovn_sandbox() {  # on exit: a job cut short leaves no sandbox behind
+  [ -n "$ovn_state" ] || return 0
+  [ -z "$ovn_job" ] || kill "$ovn_job" 2>/dev/null || true
+  .venv/bin/isthmus sandbox down --state-dir "$ovn_state" >/dev/null 2>&1 || true
+  rm -f "$ovn_state.log" "$ovn_state.rc"
 }
 
 tier_integration() {
@@ -153,10 +145,10 @@ tier_integration() {
   echo "[test] sandbox up in $(( $(date +%s) - sandbox_started ))s (started with the run)"
   export ISTHMUS_SANDBOX_DIR="$sandbox_state"
   local status=0
-  run_ovn_tests || status=$?
+  start_ovn_job || status=$?
   pytest_run integration --tier integration -n "${ISTHMUS_TEST_WORKERS:-3}" --dist loadfile \
     -m "not exclusive and not ovn" || status=$?
-  finish_ovn_tests || status=$?
+  finish_ovn_job || status=$?
   pytest_run integration-exclusive --tier integration -m "exclusive and not ovn" || status=$?
   return "$status"
 }
@@ -179,7 +171,6 @@ done
 if [[ " ${tiers[*]} " == *" integration "* ]]; then
   "$PY" -m tests.sandboxes others || true
   start_sandbox
-  start_ovn_sandbox
 fi
 times=()
 for tier in "${tiers[@]}"; do
