@@ -4,6 +4,10 @@
 # for the sandbox's --dataplane), a virtualenv at .venv with the
 # pinned OpenStack release (constraints.txt), and a running RabbitMQ.
 # Idempotent: a second run only checks.
+#
+#   tools/setup.sh --ovn   also builds, once, the Debian 13 root that
+#                          `isthmus sandbox up --ovn` runs OVN from (root only;
+#                          tools/ovn-root.sh, docs/ovn.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,3 +81,6 @@ if [ "$(cat .venv/.installed 2>/dev/null)" != "$wanted" ]; then
   echo "$wanted" > .venv/.installed
 fi
 say "ready: .venv matches constraints.txt and pyproject.toml"
+if [ "${1:-}" = "--ovn" ]; then
+  ./tools/ovn-root.sh
+fi

@@ -77,7 +77,7 @@ def up(layout: Layout, out: TextIO = sys.stdout, schema_cache: bool = True) -> i
     if layout.ovn_regions:
         from isthmus.sandbox import ovn
 
-        ovn.check_root()
+        ovn.check_root(lambda line: print(line, file=out, flush=True))
     busy = [(name, port) for name, port in plan.planned_ports(layout) if not process.port_is_free(port)]
     if busy:
         name, port = busy[0]

@@ -52,11 +52,21 @@ def root() -> Path:
     return Path(os.environ.get(ROOT_ENV) or default)
 
 
-def check_root() -> None:
-    """Fail in one line, before anything starts, when the root was never built."""
-    if not (root() / STAMP).exists():
-        raise process.SandboxError(f"--ovn needs the OVN root at {root()} (set {ROOT_ENV} to move it): "
-                                   "build it once with tools/ovn-root.sh (as root, about a minute)")
+def check_root(say: Callable[[str], None] = print) -> None:
+    """Before anything starts: the root, built now when missing (as root, from a
+    checkout: tools/ovn-root.sh, a progress line per step), else one line saying how."""
+    if (root() / STAMP).exists():
+        return
+    script = Path(__file__).resolve().parents[2] / "tools" / "ovn-root.sh"
+    if os.geteuid() == 0 and script.exists():
+        say(f"--ovn: building the OVN root once ({script}; about a minute)")
+        done = subprocess.run([str(script)], capture_output=True, text=True)
+        for line in (done.stdout + done.stderr).splitlines():
+            say(line)
+        if done.returncode == 0 and (root() / STAMP).exists():
+            return
+    raise process.SandboxError(f"--ovn needs the OVN root at {root()} (set {ROOT_ENV} to move it): "
+                               "build it once with tools/ovn-root.sh (as root, about a minute)")
 
 
 def binary(name: str) -> list[str]:
