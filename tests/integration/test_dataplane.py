@@ -180,7 +180,11 @@ def test_a_shadow_with_a_wrong_ip_breaks_the_ping(sandbox, layout, admin, pair):
     one, two = sandbox.regions[:2]
     remote = pair.ports[two]
     wait_ping(sandbox, pair.servers[one], ip_of(remote))
-    wrong = "10.78.0.250"
+    # An address no port of the subnet holds in that region (a fixed one was once
+    # taken by a server's port: 409 "already allocated").
+    taken = {ip["ip_address"] for port in admin[one].network.ports(network_id=pair.network.id)
+             for ip in port.fixed_ips}
+    wrong = next(f"10.78.0.{n}" for n in range(250, 100, -1) if f"10.78.0.{n}" not in taken)
     admin[one].network.update_port(remote.id, fixed_ips=[{"subnet_id": pair.subnet.id, "ip_address": wrong}])
     eventually(lambda: wrong in host_arp(layout, one), timeout=60, what=f"{one}'s agent to take the wrong IP")
     # The server may still have the right answer cached from before; it asks again.
