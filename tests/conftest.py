@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandboxes import Sandbox, isthmus, start_sandbox
+from tests.sandboxes import Sandbox, running, start_sandbox
 
 # The tiers (unit, component, integration) and the unit tier's guard: hooks of this conftest.
 from tests.tiers import (  # noqa: F401
@@ -40,12 +40,5 @@ def sandbox(tmp_path_factory) -> Iterator[Sandbox]:
         assert layout is not None, f"no sandbox in {existing}"
         yield Sandbox(layout.state_dir, layout.base_port, layout.regions)
         return
-    state_dir = tmp_path_factory.mktemp("sandbox")
-    try:
-        started = start_sandbox(state_dir)
-    except RuntimeError as err:
-        pytest.fail(str(err))
-    try:
+    with running(start_sandbox, tmp_path_factory.mktemp("sandbox")) as started:
         yield started
-    finally:
-        isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)

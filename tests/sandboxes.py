@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,6 +155,22 @@ def start_ovn_sandbox(state_dir: Path) -> Sandbox:
         isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
         raise RuntimeError(f"sandbox up --ovn failed:\n{up.stdout}\n{up.stderr}")
     return Sandbox(state_dir, base, OVN_REGIONS)
+
+
+@contextmanager
+def running(start: Callable[[Path], Sandbox], state_dir: Path) -> Iterator[Sandbox]:
+    """A sandbox a fixture started (``start``), stopped when the block ends; a
+    start that fails fails the test with its output."""
+    import pytest
+
+    try:
+        sandbox = start(state_dir)
+    except RuntimeError as err:
+        pytest.fail(str(err))
+    try:
+        yield sandbox
+    finally:
+        isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
 
 
 def running_others() -> list[str]:

@@ -22,7 +22,7 @@ from isthmus.sandbox import ovn
 from isthmus.sandbox.layout import Layout
 from tests.integration.helpers import CENTRAL, delete_network, eventually
 from tests.integration.test_dataplane import boot_all, ip_of, pings, port_of, wait_ping
-from tests.sandboxes import Sandbox, isthmus, ovn_problem, start_ovn_sandbox
+from tests.sandboxes import Sandbox, isthmus, ovn_problem, running, start_ovn_sandbox
 
 pytestmark = [pytest.mark.integration, pytest.mark.ovn]
 NB, SB = "OVN_Northbound", "OVN_Southbound"
@@ -39,15 +39,8 @@ def ovn_sandbox(tmp_path_factory) -> Iterator[Sandbox]:
     problem = ovn_problem()
     if problem:
         pytest.skip(problem)
-    state_dir = tmp_path_factory.mktemp("ovn-sandbox")
-    try:
-        started = start_ovn_sandbox(state_dir)
-    except RuntimeError as err:
-        pytest.fail(str(err))
-    try:
+    with running(start_ovn_sandbox, tmp_path_factory.mktemp("ovn-sandbox")) as started:
         yield started
-    finally:
-        isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
 
 
 @pytest.fixture(scope="module")
