@@ -267,26 +267,24 @@ def build_copy(central_net: Raw, central_ports: Sequence[Raw], region: RegionSna
         return NetworkCopy(region=region.name, present=False, servers=bound_here)
     local_ports = [p for p in region.ports or [] if p.get("network_id") == net_id]
     originals = {p["id"]: p for p in central_ports}
+    readable = region.ports is not None
     if region.backend == "ovn":
-        remote = [_port_view(p, bound_region(p) or "", server_names, role="remote") for p in central_ports
-                  if _is_user_port(p) and bound_region(p) not in (None, region.name)
-                  and central_net.get("provider:network_type") == "vxlan"
-                  and any(_is_member(x) for x in local_ports)]
-        return NetworkCopy(
-            region=region.name, present=True, network_type=copy.get("provider:network_type"),
-            segmentation_id=copy.get("provider:segmentation_id"), status=copy.get("status"),
-            drift=drift(central_net, copy, NETWORK_DRIFT_KEYS), servers=bound_here, remote_ports=remote,
-            orphans=orphans(central_ports, local_ports) if region.ports is not None else [], raw=copy)
-    shadows = [_stand_in_for(_port_view(p, region.name, server_names, role="shadow"), originals, server_names)
-               for p in local_ports if p.get("device_owner") == SHADOW_OWNER]
+        # No shadows on OVN: the worker carries these as remote ports instead.
+        shadows: list[PortView] = []
+        remote = [_port_view(p, bound_region(p) or "", server_names, role="remote")
+                  for p in carried_elsewhere(central_net, central_ports, region.name, local_ports)]
+        missing: list[str] = []
+    else:
+        shadows = [_stand_in_for(_port_view(p, region.name, server_names, role="shadow"), originals, server_names)
+                   for p in local_ports if p.get("device_owner") == SHADOW_OWNER]
+        remote = []
+        missing = missing_shadows(central_net, central_ports, region.name, local_ports) if readable else []
     return NetworkCopy(
         region=region.name, present=True, network_type=copy.get("provider:network_type"),
         segmentation_id=copy.get("provider:segmentation_id"), status=copy.get("status"),
         drift=drift(central_net, copy, NETWORK_DRIFT_KEYS), servers=bound_here, shadows=shadows,
-        missing_shadows=missing_shadows(central_net, central_ports, region.name, local_ports)
-        if region.ports is not None else [],
-        orphans=orphans(central_ports, local_ports) if region.ports is not None else [],
-        raw=copy)
+        missing_shadows=missing, remote_ports=remote,
+        orphans=orphans(central_ports, local_ports) if readable else [], raw=copy)
 
 
 def drift(central: Mapping[str, Any], copy: Mapping[str, Any], keys: Iterable[str]) -> list[Drift]:
@@ -298,19 +296,22 @@ def drift(central: Mapping[str, Any], copy: Mapping[str, Any], keys: Iterable[st
 
 def missing_shadows(central_net: Raw, central_ports: Sequence[Raw], region: str,
                     local_ports: Sequence[Raw]) -> list[str]:
-    """Ports bound in another region that ``region`` should shadow and does not.
-
-    The rule of the port reconciler (isthmus/network/reconcilers/plans.py): a
-    VxLAN network's region that has ports of its own on it (servers or router
-    interfaces, bound) holds a shadow of every server port bound elsewhere."""
-    if central_net.get("provider:network_type") != "vxlan":
-        return []
-    has_members = any(_is_member(p) for p in local_ports)
-    if not has_members:
-        return []
+    """Ports bound in another region that ``region`` should shadow and does not."""
     held = {p["id"] for p in local_ports}
-    return sorted(p["id"] for p in central_ports
-                  if _is_user_port(p) and bound_region(p) not in (None, region) and p["id"] not in held)
+    return sorted(p["id"] for p in carried_elsewhere(central_net, central_ports, region, local_ports)
+                  if p["id"] not in held)
+
+
+def carried_elsewhere(central_net: Raw, central_ports: Sequence[Raw], region: str,
+                      local_ports: Sequence[Raw]) -> list[Raw]:
+    """Ports bound in another region that ``region`` must reach (as shadows, or on
+    OVN as remote ports). The rule of the port reconciler
+    (isthmus/network/reconcilers/plans.py): a VxLAN network's region that has ports
+    of its own on it (servers or router interfaces, bound) carries every server
+    port bound elsewhere."""
+    if central_net.get("provider:network_type") != "vxlan" or not any(_is_member(p) for p in local_ports):
+        return []
+    return [p for p in central_ports if _is_user_port(p) and bound_region(p) not in (None, region)]
 
 
 def orphans(central_ports: Sequence[Raw], local_ports: Sequence[Raw]) -> list[str]:
