@@ -3,7 +3,7 @@ writes them (a handful of ``select``s and at most two transactions per call)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,20 +66,20 @@ class OvnRegion:
         """The region's own chassis of a host (ML2/OVN binds a port to the chassis
         whose hostname is the port's ``binding:host_id``), as other regions must
         know it; None when no chassis of that host is registered."""
-        for name, row in sorted(self.chassis_rows().items()):
-            encap = row.get("encap")
-            if row.get("hostname") == host and encap and EXT_CHASSIS not in map_of(row.get("external_ids")):
-                return RemoteChassis(name=name, hostname=host, encap_type=encap["type"], encap_ip=encap["ip"],
-                                     region=self.name)
-        return None
+        return self._own_chassis(lambda row: row.get("hostname") == host)
 
     def gateway(self) -> RemoteChassis | None:
         """The region's first interconnection chassis (by name): other regions reach
         the region's distributed router ports through it."""
+        return self._own_chassis(lambda row: map_of(row.get("other_config")).get("is-interconn") == "true")
+
+    def _own_chassis(self, chosen: Callable[[dict[str, Any]], bool]) -> RemoteChassis | None:
+        """The first (by name) of the region's own chassis with an encap that
+        ``chosen`` accepts, as other regions must know it (never one of our
+        remote chassis)."""
         for name, row in sorted(self.chassis_rows().items()):
             encap = row.get("encap")
-            if (map_of(row.get("other_config")).get("is-interconn") == "true" and encap
-                    and EXT_CHASSIS not in map_of(row.get("external_ids"))):
+            if encap and EXT_CHASSIS not in map_of(row.get("external_ids")) and chosen(row):
                 return RemoteChassis(name=name, hostname=row.get("hostname") or name, encap_type=encap["type"],
                                      encap_ip=encap["ip"], region=self.name)
         return None
@@ -93,10 +93,7 @@ class OvnRegion:
 
     def remote_ports(self) -> list[dict[str, Any]]:
         """Every remote port of ours in the region (any network)."""
-        rows: list[dict[str, Any]] = []
-        for row in self.nb.select(NB, "Logical_Switch_Port", [["type", "==", "remote"]], PORT_COLUMNS):
-            rows.append(row)
-        return rows
+        return self.nb.select(NB, "Logical_Switch_Port", [["type", "==", "remote"]], PORT_COLUMNS)
 
     def delete_chassis(self, names: list[str]) -> None:
         if names:

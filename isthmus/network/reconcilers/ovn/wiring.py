@@ -122,6 +122,8 @@ def wanted_for(region: str, network_id: str, central_ports: Iterable[Mapping[str
 
 
 def _converge(ovn: OvnRegion, wanted: Wanted, observed: Observed) -> None:
+    """Read first (by the caller), then keys and home chassis only where the
+    region holds the network: elsewhere nothing is allocated or read."""
     ops = plan(wanted, observed)
     for note in ops.notes:
         LOG.info("network %s in %s (OVN): %s", wanted.network_id, ovn.name, note)
@@ -134,17 +136,22 @@ def sync_port(ovn: OvnRegion, network_id: str, port_id: str, central: Mapping[st
     """One port's event in one OVN region: its two rows read by name."""
     if central is None and not deleted:
         return
+    observed = ovn.observe(network_id, [port_id, remote_port_name(port_id)])
+    if observed.switch is None:
+        return  # no copy of the network here
     wanted = wanted_for(ovn.name, network_id, [central] if central else [], keys, hypervisors,
                         removable=[port_id] if deleted else [])
-    _converge(ovn, wanted, ovn.observe(network_id, [port_id, remote_port_name(port_id)]))
+    _converge(ovn, wanted, observed)
 
 
 def sync_network(ovn: OvnRegion, network_id: str, central_ports: list[dict[str, Any]], keys: KeySource,
                  hypervisors: ChassisSource, buried: set[str]) -> None:
     """Every port of the network in one OVN region (the backstop). ``buried``: ids
     of ports whose delete central recorded (remote ports of them go)."""
-    wanted = wanted_for(ovn.name, network_id, central_ports, keys, hypervisors, removable=buried)
     observed = ovn.observe(network_id)
+    if observed.switch is None:
+        return  # no copy of the network here
+    wanted = wanted_for(ovn.name, network_id, central_ports, keys, hypervisors, removable=buried)
     known = {p["id"] for p in central_ports}
     unproven = sorted(row["name"] for row in observed.ports.values()
                       if is_ours(row) and _port_of(row) not in known and _port_of(row) not in buried)
