@@ -175,9 +175,10 @@ def start(layout: Layout, region: str) -> process.ServiceRecord:
 
 def ovn_db_sync(layout: Layout, region: str, mode: str = "repair") -> str:
     """Run ML2/OVN's ``neutron-ovn-db-sync-util`` once (what an operator runs after
-    a restore, and what the maintenance worker runs at start; the sandbox runs no
-    maintenance worker: a second process on the region's SQLite database locks
-    the API out). Returns its log."""
+    a restore, and what the maintenance worker runs at start). The sandbox runs no
+    maintenance worker: it was left out while the region's database was SQLite,
+    where a second process locked the API out; on MariaDB it is not tried yet.
+    Returns its log."""
     # The tool accepts only ML2 as core plugin: the local plugin is ML2 with
     # Isthmus' calls to central on top, over the same database, so ML2 reads it.
     override = ini.write(_dir(layout, region) / "db-sync.conf", {"DEFAULT": {"core_plugin": "ml2"}})
