@@ -73,11 +73,17 @@ fi
 wanted=$( { cat constraints.txt pyproject.toml; pwd; .venv/bin/python --version; } | sha256sum | cut -d' ' -f1)
 if [ "$(cat .venv/.installed 2>/dev/null)" != "$wanted" ]; then
   say "installing Python packages (pinned by constraints.txt)"
-  # pip itself is pinned too; this machine's pip config may list extra package
-  # folders that do not exist, which pip reports once per package: not ours.
-  { .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt pip \
-    && .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[sandbox,test]'; } \
-    2> >(grep -v "^WARNING: Location 'file:" >&2)
+  # pip and uv are pinned too; uv installs the same pins in seconds (pip takes
+  # about a minute), and pip does it where uv cannot reach an index. This
+  # machine's pip config may list extra package folders that do not exist,
+  # which pip reports once per package: not ours.
+  pip_q() { .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt "$@" \
+    2> >(grep -v "^WARNING: Location 'file:" >&2); }
+  pip_q pip uv
+  if ! .venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt -e '.[sandbox,test]'; then
+    say "uv could not install; pip instead"
+    pip_q -e '.[sandbox,test]'
+  fi
   echo "$wanted" > .venv/.installed
 fi
 say "ready: .venv matches constraints.txt and pyproject.toml"
