@@ -9,6 +9,9 @@ expired lease is taken over only ``takeover_grace`` seconds after its expiry:
 its old holder stops before its next call once the lease has expired, but a
 call it started just before may still land; the grace (at least the longest
 call a handler makes) lets that call end first.
+
+Jobs of a batch type are claimed as a group (:meth:`Leases.claim_batch`), each
+with its own lease, once the oldest has been due for the type's window.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -28,7 +30,7 @@ from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock
 from isthmus.jobs.errors import LeaseLost
 from isthmus.jobs.models import Job, JobStatus
-from isthmus.jobs.schema import jobs, row_to_job, to_db
+from isthmus.jobs.schema import from_db, jobs, row_to_job, to_db
 
 LOG = logging.getLogger(__name__)
 
@@ -69,7 +71,32 @@ class Leases:
             return []
         return retry_transient(lambda: self._claim_once(policies, limit))
 
-    def _claimable(self, types: list[str], now: datetime) -> sa.Select[Any]:
+    def claim_batch(self, job_type: str, policy: RetryPolicy, max_size: int, window: float) -> list[Claim]:
+        """Take up to ``max_size`` due jobs of one type for one batch run, but only once
+        the oldest of them has been due ``window`` seconds (database clock).
+
+        Before that nothing is taken, so the jobs of a burst of events accumulate
+        into one batch instead of the first event's job running alone. Each job
+        gets its own lease, with the same compare-and-set as :meth:`claim`.
+        """
+        if max_size <= 0:
+            return []
+        # Cheap read first, as in claim(): waiting or idle, no write lock is taken.
+        ripe_at = self.batch_ripe_at(job_type, window)
+        if ripe_at is None or ripe_at > self.clock.now():
+            return []
+        return retry_transient(lambda: self._claim_once({job_type: policy}, max_size, window))
+
+    def batch_ripe_at(self, job_type: str, window: float) -> datetime | None:
+        """When the type's next batch may be claimed: its oldest claimable job's due
+        time plus ``window``; None if none is claimable."""
+        now = self.clock.now()
+        query = sa.select(sa.func.min(jobs.c.run_after)).where(self._claimable_clause([job_type], now))
+        with read_tx(self.engine) as conn:
+            oldest = conn.execute(query).scalar()
+        return None if oldest is None else from_db(oldest) + timedelta(seconds=window)
+
+    def _claimable_clause(self, types: list[str], now: datetime) -> sa.ColumnElement[bool]:
         db_now = to_db(now)
         due = sa.and_(jobs.c.status == JobStatus.NEW.value, jobs.c.run_after <= db_now)
         orphaned = sa.and_(
@@ -77,25 +104,32 @@ class Leases:
             sa.or_(jobs.c.lease_expires_at.is_(None),
                    jobs.c.lease_expires_at < to_db(now - self.takeover_grace)),
         )
-        return sa.select(jobs).where(jobs.c.job_type.in_(types), sa.or_(due, orphaned))
+        return sa.and_(jobs.c.job_type.in_(types), sa.or_(due, orphaned))
 
     def _any_claimable(self, policies: Mapping[str, RetryPolicy]) -> bool:
-        query = self._claimable(sorted(policies), self.clock.now()).limit(1)
+        query = sa.select(jobs.c.id).where(self._claimable_clause(sorted(policies), self.clock.now())).limit(1)
         with read_tx(self.engine) as conn:
             return conn.execute(query).first() is not None
 
-    def _claim_once(self, policies: Mapping[str, RetryPolicy], limit: int) -> list[Claim]:
+    def _claim_once(
+        self, policies: Mapping[str, RetryPolicy], limit: int, window: float | None = None
+    ) -> list[Claim]:
+        """Claim in one transaction. With a ``window`` (a batch), nothing unless the
+        oldest row found is past it: the rows the read saw may have gone to another
+        worker, leaving only younger ones that must go on waiting."""
         claims: list[Claim] = []
         taken_over: list[str] = []
         with write_tx(self.engine) as conn:
             now = self.clock.now()
-            query = self._claimable(sorted(policies), now)
+            query = sa.select(jobs).where(self._claimable_clause(sorted(policies), now))
             query = query.order_by(jobs.c.run_after, jobs.c.created_at).limit(limit)
             if skip_locked_supported(conn.dialect):
                 # Concurrent claimers skip each other's rows instead of queueing on them.
                 query = query.with_for_update(skip_locked=True)
-            for row in conn.execute(query).mappings().all():
-                job = row_to_job(row)
+            found = [row_to_job(row) for row in conn.execute(query).mappings().all()]
+            if window is not None and found and found[0].run_after + timedelta(seconds=window) > now:
+                return []
+            for job in found:
                 values = transitions.on_claim(
                     job, self.owner, now, self.lease_seconds, policies[job.job_type]
                 )

@@ -35,6 +35,10 @@ RUN_SECONDS = Histogram("isthmus_job_run_seconds", "Seconds a job run took (hand
 RETRY_OUTCOMES = frozenset({"retry_later", "stopped", "failed"})
 RETRIES = Counter("isthmus_job_retries", "Runs that scheduled their job to run again", ("type", "reason"))
 TAKEOVERS = Counter("isthmus_job_lease_takeovers", "Jobs claimed after another worker's lease expired", ("type",))
+# Jobs per batch run, from one (a lone event) to a type's max_size (a burst).
+BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+BATCH_SIZE = Histogram("isthmus_job_batch_size", "Jobs per run of a batch handler", ("type",),
+                       buckets=BATCH_BUCKETS)
 
 
 def observe_run(job_type: str, outcome: str, seconds: float, requeued: bool) -> None:
@@ -42,6 +46,11 @@ def observe_run(job_type: str, outcome: str, seconds: float, requeued: bool) -> 
     RUN_SECONDS.labels(job_type).observe(seconds)
     if requeued:
         RETRIES.labels(job_type, outcome).inc()
+
+
+def observe_batch(job_type: str, size: int) -> None:
+    """One batch run; its jobs' outcomes are observed one by one (observe_run)."""
+    BATCH_SIZE.labels(job_type).observe(size)
 
 
 def serve(engine: Any, port: int, bind_host: str) -> tuple[Any, JobCountsCollector]:

@@ -19,21 +19,29 @@ ever sees the joined ``resource_id``.
 A type may declare a run ``deadline`` in seconds (default: the worker's
 ``[jobs] run_deadline``). Past it, or once the lease is lost, ``should_stop()``
 is true and the next region call raises :class:`Stopped`.
+
+A *batch* type (``register_batch`` / ``@registry.batch_handler``) is run over
+many due jobs at once: its handler takes one :class:`~isthmus.jobs.batch.Batch`
+instead of one context (see batch.py).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock, SystemClock
 from isthmus.jobs.errors import InvalidJobRequest, Stopped, UnknownJobType
 from isthmus.jobs.models import MAX_TYPE_LEN, ResourceRef
+
+if TYPE_CHECKING:
+    from isthmus.jobs.batch import Batch
 
 DEFAULT_RUN_DEADLINE = 300.0
 
@@ -77,17 +85,28 @@ class JobContext:
         """True once another worker took the job over: nothing of this run may be stored."""
         return self._lease.lost
 
+    def lease_held(self) -> bool:
+        """False once the lease was lost or expired unrenewed: work on this job must stop
+        (a batch handler skips the job and goes on with the others)."""
+        return self._lease_problem() is None
+
     def stop_reason(self) -> str | None:
         """Why the run must end now, or None."""
         return self._must_stop() or ("worker stopping" if self._stop.is_set() else None)
 
     def _must_stop(self) -> str | None:
+        problem = self._lease_problem()
+        if problem is not None:
+            return problem
+        if self.deadline_exceeded():
+            return "run deadline passed"
+        return None
+
+    def _lease_problem(self) -> str | None:
         if self._lease.lost:
             return "lease lost to another worker"
         if self._lease.expires_at is not None and self._clock.now() >= self._lease.expires_at:
             return "lease expired (not renewed in time)"
-        if self.deadline_exceeded():
-            return "run deadline passed"
         return None
 
     def should_stop(self) -> bool:
@@ -114,6 +133,27 @@ class JobContext:
 
 
 Handler = Callable[[JobContext], object]  # the return value is ignored
+BatchHandler = Callable[["Batch"], object]  # likewise
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    """How a batch type's due jobs are gathered into one run.
+
+    ``window``: seconds the oldest due job waits before its batch is claimed, so
+    a burst of events (tens of milliseconds apart) becomes one run; 0 claims at
+    once whatever is due. ``max_size``: jobs per run at most; the rest, already
+    past the window, make the next batch.
+    """
+
+    max_size: int
+    window: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_size, bool) or not isinstance(self.max_size, int) or self.max_size < 1:
+            raise ValueError("batch max_size must be an integer >= 1")
+        if not math.isfinite(self.window) or self.window < 0:
+            raise ValueError("batch window must be >= 0 seconds")
 
 
 @dataclass(frozen=True)
@@ -140,11 +180,12 @@ _KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 @dataclass(frozen=True)
 class HandlerSpec:
     job_type: str
-    handler: Handler
+    handler: Handler | BatchHandler  # a BatchHandler exactly when ``batch`` is set
     retry: RetryPolicy | None = None  # None: the worker's default policy
     resync: Resync | None = None
     resource_keys: tuple[str, ...] = DEFAULT_RESOURCE_KEYS
     deadline: float | None = None  # seconds a run may take; None: the worker's [jobs] run_deadline
+    batch: BatchPolicy | None = None  # None: one job per run
 
     def __post_init__(self) -> None:
         if self.deadline is not None and self.deadline <= 0:
@@ -195,14 +236,7 @@ class HandlerRegistry:
         resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
         deadline: float | None = None,
     ) -> None:
-        if not job_type or len(job_type) > MAX_TYPE_LEN:
-            raise ValueError(f"job type must be 1..{MAX_TYPE_LEN} characters")
-        if job_type in self._specs:
-            raise ValueError(f"a handler for job type {job_type!r} is already registered")
-        keys = tuple(resource_keys)
-        if not keys or len(set(keys)) != len(keys) or not all(_KEY.match(k) for k in keys):
-            raise ValueError(f"resource_keys of {job_type!r}: distinct lower-case identifiers, at least one")
-        self._specs[job_type] = HandlerSpec(job_type, handler, retry, resync, keys, deadline)
+        self._add(job_type, handler, retry, resync, resource_keys, deadline, None)
 
     def handler(
         self,
@@ -222,6 +256,62 @@ class HandlerRegistry:
 
         return decorate
 
+    def register_batch(
+        self,
+        job_type: str,
+        handler: BatchHandler,
+        *,
+        max_size: int = 100,
+        window: float = 0.05,
+        retry: RetryPolicy | None = None,
+        resync: Resync | None = None,
+        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
+        deadline: float | None = None,
+    ) -> None:
+        """Register a handler that runs over up to ``max_size`` due jobs of the type at
+        once (one :class:`~isthmus.jobs.batch.Batch`), claimed once the oldest has been
+        due ``window`` seconds; everything else is as for :meth:`register`, per job."""
+        self._add(job_type, handler, retry, resync, resource_keys, deadline, BatchPolicy(max_size, window))
+
+    def batch_handler(
+        self,
+        job_type: str,
+        *,
+        max_size: int = 100,
+        window: float = 0.05,
+        retry: RetryPolicy | None = None,
+        resync: Resync | None = None,
+        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
+        deadline: float | None = None,
+    ) -> Callable[[BatchHandler], BatchHandler]:
+        """Decorator form of :meth:`register_batch`."""
+
+        def decorate(func: BatchHandler) -> BatchHandler:
+            self.register_batch(job_type, func, max_size=max_size, window=window, retry=retry, resync=resync,
+                                resource_keys=resource_keys, deadline=deadline)
+            return func
+
+        return decorate
+
+    def _add(
+        self,
+        job_type: str,
+        handler: Handler | BatchHandler,
+        retry: RetryPolicy | None,
+        resync: Resync | None,
+        resource_keys: Sequence[str],
+        deadline: float | None,
+        batch: BatchPolicy | None,
+    ) -> None:
+        if not job_type or len(job_type) > MAX_TYPE_LEN:
+            raise ValueError(f"job type must be 1..{MAX_TYPE_LEN} characters")
+        if job_type in self._specs:
+            raise ValueError(f"a handler for job type {job_type!r} is already registered")
+        keys = tuple(resource_keys)
+        if not keys or len(set(keys)) != len(keys) or not all(_KEY.match(k) for k in keys):
+            raise ValueError(f"resource_keys of {job_type!r}: distinct lower-case identifiers, at least one")
+        self._specs[job_type] = HandlerSpec(job_type, handler, retry, resync, keys, deadline, batch)
+
     def get(self, job_type: str) -> HandlerSpec:
         try:
             return self._specs[job_type]
@@ -240,6 +330,14 @@ class HandlerRegistry:
 
     def policies(self, default: RetryPolicy) -> dict[str, RetryPolicy]:
         return {t: spec.retry or default for t, spec in self._specs.items()}
+
+    def plain_policies(self, default: RetryPolicy) -> dict[str, RetryPolicy]:
+        """Retry policies of the types run one job at a time (claimed together)."""
+        return {t: spec.retry or default for t, spec in self._specs.items() if spec.batch is None}
+
+    def batch_types(self) -> tuple[str, ...]:
+        """The types run as batches, sorted; each is claimed on its own (leases.claim_batch)."""
+        return tuple(sorted(t for t, spec in self._specs.items() if spec.batch is not None))
 
     def __contains__(self, job_type: object) -> bool:
         return job_type in self._specs

@@ -5,10 +5,14 @@ each in its own daemon thread (at most ``concurrency`` at once), renews the
 leases of running jobs, and on stop waits ``shutdown_grace`` seconds before
 releasing what is still running. Handler threads are daemons so that a handler
 stuck in I/O cannot keep the process alive after its job was released.
+
+A batch of a batch type's jobs is one run: one thread, one of the
+``concurrency`` slots, one lease per job (batch.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -67,12 +71,36 @@ class WorkerSettings:
 
 
 @dataclass
-class _Running:
+class _Item:
+    """One claimed job of a run."""
+
     claim: Claim
+    lease: LeaseWatch  # shared with the job's context: renewals move it on
+
+
+@dataclass
+class _Running:
+    """One handler run in one slot: a plain job, or a batch of one type's jobs."""
+
+    key: int  # unique per run: a job may be in a later run while this one lingers (abandoned)
+    items: tuple[_Item, ...]
+    batch: bool
     stop: threading.Event
-    lease: LeaseWatch  # shared with the handler's context: renewals move it on
     abandon_at: datetime  # still running then: the handler ignored its deadline
     thread: threading.Thread | None = None
+
+    @property
+    def lease(self) -> LeaseWatch:
+        """The lease of a plain run (a batch has one per item)."""
+        [item] = self.items
+        return item.lease
+
+    @property
+    def job_type(self) -> str:
+        return self.items[0].claim.job.job_type
+
+    def all_lost(self) -> bool:
+        return all(item.lease.lost for item in self.items)
 
 
 class Worker:
@@ -95,7 +123,9 @@ class Worker:
         self._force = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
-        self._running: dict[str, _Running] = {}
+        self._running: dict[int, _Running] = {}
+        self._keys = itertools.count()
+        self._batch_turn = 0  # which batch type claims first in the next dispatch pass
 
     # -- control ---------------------------------------------------------------
 
@@ -112,8 +142,13 @@ class Worker:
 
     @property
     def running_jobs(self) -> list[str]:
+        """Ids of the jobs running here, those of every batch included."""
         with self._lock:
-            return list(self._running)
+            return [item.claim.job.id for entry in self._running.values() for item in entry.items]
+
+    def _slots_taken(self) -> int:
+        with self._lock:
+            return len(self._running)
 
     # -- the loop ----------------------------------------------------------------
 
@@ -126,8 +161,9 @@ class Worker:
                 if time.monotonic() >= next_renew:
                     self._renew_all()
                     next_renew = time.monotonic() + self.settings.renew_every
-                self._dispatch()
-                self._wake.wait(min(self.settings.poll_interval, self.settings.renew_every))
+                wake_in = self._dispatch()
+                self._wake.wait(min(self.settings.poll_interval, self.settings.renew_every,
+                                    wake_in if wake_in is not None else float("inf")))
                 self._wake.clear()
         finally:
             self._shutdown()
@@ -135,40 +171,101 @@ class Worker:
                 resync.join(timeout=1.0)
         LOG.info("worker %s stopped", self.settings.owner)
 
-    def _dispatch(self) -> None:
-        free = self.settings.concurrency - len(self.running_jobs)
+    def _dispatch(self) -> float | None:
+        """Fill the free slots: one batch per batch type first, then plain jobs.
+
+        Returns the seconds until the loop must look again although no poll is
+        due: a batch type's jobs leave their window then (or at once, when a
+        full batch may have left more behind); None if nothing waits so."""
+        free = self.settings.concurrency - self._slots_taken()
         if free <= 0:
-            return
+            return None  # a run that ends wakes the loop
+        wake_in: float | None = None
+        for job_type in self._batch_order():
+            if free <= 0:
+                break
+            started, again_in = self._dispatch_batch(job_type)
+            free -= started
+            if again_in is not None:
+                wake_in = again_in if wake_in is None else min(wake_in, again_in)
+        if free <= 0:
+            return wake_in
         try:
             claims = self.runner.claim(free)
         except Exception:  # noqa: BLE001 - a DB outage must not kill the loop
             LOG.exception("claiming jobs failed; will retry")
-            return
+            return wake_in
         for claim in claims:
             self._start(claim)
+        return wake_in
+
+    def _batch_order(self) -> list[str]:
+        """The batch types, starting one further each pass: when slots are scarce,
+        no type waits behind the same other types every time."""
+        types = list(self.runner.registry.batch_types())
+        if not types:
+            return []
+        first = self._batch_turn % len(types)
+        self._batch_turn += 1
+        return types[first:] + types[:first]
+
+    def _dispatch_batch(self, job_type: str) -> tuple[int, float | None]:
+        """Start the type's next batch if its window has passed: (slots taken, seconds
+        until the type should be looked at again, None: at the next poll)."""
+        try:
+            claims = self.runner.claim_batch(job_type)
+            if claims:
+                self._start_batch(claims)
+                full = len(claims) >= self.runner.batch_policy(job_type).max_size
+                return 1, 0.0 if full else None
+            return 0, self._window_left(job_type)
+        except Exception:  # noqa: BLE001 - a DB outage must not kill the loop
+            LOG.exception("claiming a batch of %s failed; will retry", job_type)
+            return 0, None
+
+    def _window_left(self, job_type: str) -> float | None:
+        """Seconds until the type's oldest due job is past its window; None if none
+        is waiting (or it is past already and went to another worker meanwhile)."""
+        ripe_at = self.leases.batch_ripe_at(job_type, self.runner.batch_policy(job_type).window)
+        if ripe_at is None:
+            return None
+        left = (ripe_at - self.leases.clock.now()).total_seconds()
+        return left if left > 0 else None
 
     def _start(self, claim: Claim) -> None:
+        self._launch((claim,), batch=self.runner.registry.get(claim.job.job_type).batch is not None)
+
+    def _start_batch(self, claims: Sequence[Claim]) -> None:
+        self._launch(tuple(claims), batch=True)
+
+    def _launch(self, claims: tuple[Claim, ...], *, batch: bool) -> None:
+        job_type = claims[0].job.job_type
         # One lease length past the deadline: time for a call in flight to time
         # out and the handler to return after its next region call raised.
-        grace = self.runner.deadline_of(claim.job.job_type) + self.settings.lease_seconds
+        grace = self.runner.deadline_of(job_type) + self.settings.lease_seconds
         abandon_at = self.leases.clock.now() + timedelta(seconds=grace)
-        entry = _Running(claim, threading.Event(), LeaseWatch(claim.job.lease_expires_at), abandon_at)
+        items = tuple(_Item(claim, LeaseWatch(claim.job.lease_expires_at)) for claim in claims)
+        entry = _Running(next(self._keys), items, batch, threading.Event(), abandon_at)
         entry.thread = threading.Thread(
-            target=self._execute, args=(entry,), name=f"job-{claim.job.job_type}", daemon=True
+            target=self._execute, args=(entry,), name=f"{'batch' if batch else 'job'}-{job_type}", daemon=True
         )
         with self._lock:
-            self._running[claim.job.id] = entry
+            self._running[entry.key] = entry
         entry.thread.start()
 
     def _execute(self, entry: _Running) -> None:
         try:
-            self.runner.run(entry.claim, entry.stop, entry.lease)
+            if entry.batch:
+                self.runner.run_batch([item.claim for item in entry.items], entry.stop,
+                                      [item.lease for item in entry.items])
+            else:
+                self.runner.run(entry.items[0].claim, entry.stop, entry.lease)
         except Exception:  # noqa: BLE001 - e.g. DB down while storing the outcome
-            LOG.exception("job %s: storing the outcome failed; the lease will expire", entry.claim.job.id)
+            LOG.exception("jobs %s: storing the outcome failed; the lease will expire", _ids(entry))
         finally:
             with self._lock:
-                if self._running.get(entry.claim.job.id) is entry:  # not a later run of the job
-                    del self._running[entry.claim.job.id]
+                if self._running.get(entry.key) is entry:
+                    del self._running[entry.key]
             self._wake.set()  # a slot is free: claim again without waiting a poll
 
     def _renew_all(self) -> None:
@@ -178,39 +275,48 @@ class Worker:
             if self.leases.clock.now() >= entry.abandon_at:
                 self._abandon(entry)
                 continue
-            try:
-                # Taken before the renewal, so the handler's view never outlasts the row's.
-                renewed_until = self.leases.clock.now() + timedelta(seconds=self.settings.lease_seconds)
-                if self.leases.renew(entry.claim):
-                    entry.lease.expires_at = renewed_until
-                elif self._still_running(entry):  # not merely finished since the list was taken
-                    LOG.warning("job %s: lease lost, asking its handler to stop", entry.claim.job.id)
-                    entry.lease.lost = True
-                    entry.stop.set()
-            except Exception:  # noqa: BLE001 - keep trying; the lease may still be valid
-                LOG.exception("renewing lease of job %s failed", entry.claim.job.id)
+            for item in entry.items:
+                if not item.lease.lost:
+                    self._renew(entry, item)
+            if entry.all_lost():
+                entry.stop.set()  # nothing of this run can be stored any more
+
+    def _renew(self, entry: _Running, item: _Item) -> None:
+        job_id = item.claim.job.id
+        try:
+            # Taken before the renewal, so the handler's view never outlasts the row's.
+            renewed_until = self.leases.clock.now() + timedelta(seconds=self.settings.lease_seconds)
+            if self.leases.renew(item.claim):
+                item.lease.expires_at = renewed_until
+            elif self._still_running(entry):  # not merely finished since the list was taken
+                LOG.warning("job %s: lease lost, %s", job_id,
+                            "its outcome is dropped from the batch" if entry.batch else "asking its handler to stop")
+                item.lease.lost = True
+        except Exception:  # noqa: BLE001 - keep trying; the lease may still be valid
+            LOG.exception("renewing lease of job %s failed", job_id)
 
     def _still_running(self, entry: _Running) -> bool:
         with self._lock:
-            return self._running.get(entry.claim.job.id) is entry
+            return self._running.get(entry.key) is entry
 
     def _abandon(self, entry: _Running) -> None:
-        """Free the slot and the job of a handler that ignored its deadline.
+        """Free the slot and the jobs of a handler that ignored its deadline.
 
         Its thread cannot be killed: it runs on as a daemon, every region call
-        it makes raises, and its outcome is dropped (the lease is gone)."""
-        job = entry.claim.job
-        entry.lease.lost = True
+        it makes raises, and its outcomes are dropped (the leases are gone)."""
+        held = [item for item in entry.items if not item.lease.lost]
+        for item in entry.items:
+            item.lease.lost = True
         entry.stop.set()
         with self._lock:
-            if self._running.get(job.id) is entry:
-                del self._running[job.id]
-        LOG.error("job %s (%s %s): still running long past its deadline; abandoned", job.id, job.job_type,
-                  job.resource_id)
-        try:
-            self.runner.abandon(entry.claim, "run deadline passed and the handler did not stop")
-        except Exception:  # noqa: BLE001 - the lease will expire instead (also a failure)
-            LOG.exception("job %s: recording the abandoned run failed", job.id)
+            if self._running.get(entry.key) is entry:
+                del self._running[entry.key]
+        LOG.error("jobs %s (%s): still running long past the deadline; abandoned", _ids(entry), entry.job_type)
+        for item in held:
+            try:
+                self.runner.abandon(item.claim, "run deadline passed and the handler did not stop")
+            except Exception:  # noqa: BLE001 - the lease will expire instead (also a failure)
+                LOG.exception("job %s: recording the abandoned run failed", item.claim.job.id)
         self._wake.set()
 
     # -- periodic resync ---------------------------------------------------------
@@ -254,13 +360,17 @@ class Worker:
     def _release_all(self) -> None:
         with self._lock:
             entries = list(self._running.values())
-        for entry in entries:
-            entry.lease.lost = True  # given back: the handler's next region call raises
+        for item in (item for entry in entries for item in entry.items):
+            item.lease.lost = True  # given back: the handler's next region call raises
             try:
-                if self.leases.release(entry.claim):
-                    LOG.warning("job %s released unfinished at shutdown", entry.claim.job.id)
+                if self.leases.release(item.claim):
+                    LOG.warning("job %s released unfinished at shutdown", item.claim.job.id)
             except Exception:  # noqa: BLE001 - the lease will expire instead
-                LOG.exception("releasing job %s failed", entry.claim.job.id)
+                LOG.exception("releasing job %s failed", item.claim.job.id)
+
+
+def _ids(entry: _Running) -> str:
+    return ",".join(item.claim.job.id for item in entry.items)
 
 
 def install_signal_handlers(worker: Worker) -> None:
