@@ -13,15 +13,20 @@ check that.) Ports go round-robin over
 the regions, so each region should end with a shadow of every port bound in the
 other regions (N*2/3 each with three regions).
 
+``--regions N`` uses the sandbox's first N regions (start it with as many).
+
 Prints three tables, ratios against a baseline measured in the same run:
 
 1. port create+bind rate through the local plugin on a central network (thread
    pool) against the same operation on networks created in each region only
    (the local plugin hands those to ML2 after central answers it does not know
-   the network);
+   the network); and the same with one client, one port after another
+   (``--sequential``: latency rather than throughput);
 2. job convergence: last bind -> every region holds every shadow it should,
    shadows/s (against the baseline's ports/s), bound -> shadow seen latency
-   (resolution: the shadow poll interval), and the network_sync /
+   (resolution: the shadow poll interval), the floor (every region making as
+   many shadows by bulk POSTs on a region-only network, all regions at once,
+   measured right after), the worker's requests per bound port, and the network_sync /
    security_group_sync runs (counted in central's access log and sampled from
    the Isthmus DB) against the binding events that queued them;
 3. requests reaching each regional Neutron while central answers K list calls
@@ -53,12 +58,14 @@ from typing import Any
 
 from common import connect, pct
 
-from isthmus.network import binding_report
+from isthmus.network import binding_report, shadow_port_name
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 from isthmus.sandbox.nova import compute_host
 
 VM_OWNER = "compute:nova"
 SHADOW_OWNER = "compute:shadow"
+EVENT_JOBS = ("port_sync", "sg_member_sync")
+FLOOR_CHUNK = 200  # ports per bulk POST of the floor: the worker's port_sync batch size
 MEMBER_RULE_TAG = "isthmus:member-of:"  # the /32 member rules of the previous release
 XJOB_AGENT = "isthmus-xjob"  # user agents the Isthmus clients send (isthmus/clients/regions.py)
 LOCAL_AGENT = "isthmus-local"
@@ -576,18 +583,67 @@ def cleanup(layout: Layout, neutrons: Neutrons, store, created: Created, workers
 
 
 # -------------------------------------------------------------------------- tables
-def print_creation(base: Batch, central: Batch) -> None:
+def measure_floor(neutrons: Neutrons, regions: tuple[str, ...], created: Created,
+                  expected: dict[str, set[str]], tag: str) -> float | None:
+    """Seconds for every region to make as many ports as it needed shadows, each
+    region by one bulk POST per 200 on its region-only network, all regions at
+    once: the least any wiring could take on this machine now. Removed after."""
+    def make(region: str) -> float:
+        # Shadows as the worker makes them (plans.shadow_body), of ports that exist nowhere else.
+        bodies = [{"network_id": created.regional_networks[region], "name": shadow_port_name(str(uuid.uuid4())),
+                   "device_owner": SHADOW_OWNER, "device_id": f"{tag}-floor", "port_security_enabled": False,
+                   "security_groups": []} for _ in expected[region]]
+        started = time.monotonic()
+        for start in range(0, len(bodies), FLOOR_CHUNK):
+            made = call(neutrons(region), "POST", "/ports", body={"ports": bodies[start:start + FLOOR_CHUNK]})["ports"]
+            created.regional_ports += [MadePort(p["id"], region, 0.0, 0.0, 0.0) for p in made]
+        return time.monotonic() - started
+
+    try:
+        with ThreadPoolExecutor(max_workers=len(regions)) as pool:
+            return max(pool.map(make, [r for r in regions if expected.get(r)]), default=0.0)
+    except Exception as err:  # noqa: BLE001 - a floor that cannot be measured is said, not a crash
+        say(f"floor not measured: {err}")
+        return None
+
+
+def wait_quiet(store, timeout: float) -> None:
+    """Until no event job (port_sync, sg_member_sync) is due or running: one
+    measurement's jobs do not load the next. Periodic full passes never stop
+    coming, so they are not waited for."""
+    from isthmus.jobs.models import JobFilter, JobStatus
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = 0
+        for job_type in EVENT_JOBS:
+            counts = store.counts(JobFilter(job_type=job_type))
+            busy += counts.get(JobStatus.NEW, 0) + counts.get(JobStatus.RUNNING, 0)
+        if not busy:
+            return
+        time.sleep(0.5)
+
+
+def print_creation(base: Batch, central: Batch, sequential: tuple[Batch, Batch] | None = None) -> None:
     print(f"\n1. port create+bind (POST, then PUT binding:host_id), {central.label}")
-    print(f"{'':34} {'ports':>6} {'ports/s':>8} {'x base':>7} {'POST p50':>9} {'PUT p50':>8} "
-          f"{'p95 ms':>7} {'central req/port':>17} {'errors':>7}")
-    for name, batch in (("region-only networks (baseline)", base), ("central network (local plugin)", central)):
+    print(f"{'':40} {'ports':>6} {'ports/s':>8} {'x base':>7} {'POST p50':>9} {'PUT p50':>8} "
+          f"{'p50 ms':>7} {'p95 ms':>7} {'central req/port':>17} {'errors':>7}")
+    rows = [("region-only networks (baseline)", base, base), ("central network (local plugin)", central, base)]
+    if sequential:
+        own, shared = sequential
+        rows += [("one client: region-only (baseline)", own, own), ("one client: central network", shared, own)]
+    for name, batch, against in rows:
+        if not batch.made:
+            continue
         total = [(p.create_s + p.bind_s) * 1000 for p in batch.made]
-        per_port = batch.central_requests / len(batch.made) if batch.made else 0
-        print(f"{name:34} {len(batch.made):6d} {batch.rate:8.1f} {base.rate / batch.rate if batch.rate else 0:7.2f} "
+        per_port = batch.central_requests / len(batch.made)
+        print(f"{name:40} {len(batch.made):6d} {batch.rate:8.1f} "
+              f"{against.rate / batch.rate if batch.rate else 0:7.2f} "
               f"{statistics.median([p.create_s * 1000 for p in batch.made]):8.0f}ms "
-              f"{statistics.median([p.bind_s * 1000 for p in batch.made]):6.0f}ms {pct(total, .95):7.0f} "
-              f"{per_port:17.1f} {len(batch.errors):7d}")
-    print("   x base: time per port against the baseline (higher is slower)")
+              f"{statistics.median([p.bind_s * 1000 for p in batch.made]):6.0f}ms {statistics.median(total):7.0f} "
+              f"{pct(total, .95):7.0f} {per_port:17.1f} {len(batch.errors):7d}")
+    print("   x base: time per port against its baseline (higher is slower); one client: latency, "
+          "ports made one after another; the others: throughput of the thread pool")
 
 
 @dataclass
@@ -649,7 +705,8 @@ def _cause(request: Request) -> str:
 
 
 def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fails: int, rules: dict[str, int],
-                      poll: float, requests: Counter[str] | None = None, events: int = 0) -> None:
+                      poll: float, requests: Counter[str] | None = None, events: int = 0,
+                      floor: float | None = None) -> None:
     shadows = sum(len(v) for v in conv.expected.values())
     rate = shadows / conv.span_s if conv.span_s > 0 else float("nan")
     print(f"\n2. job convergence ({'converged' if conv.converged else 'NOT CONVERGED'}; "
@@ -659,6 +716,9 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
     print(f"{'':44} {'value':>10} {'x base':>7}")
     print(f"{'last port bound -> all shadows (s)':44} {conv.tail_s:10.1f}")
     print(f"{'first port bound -> all shadows (s)':44} {conv.span_s:10.1f}")
+    if floor is not None:
+        print(f"{'floor: the same shadows, one bulk POST/region':44} {floor:10.1f} "
+              f"{conv.tail_s / floor if floor else 0:7.2f}  (x: last bound -> all shadows against it)")
     print(f"{'shadows/s (vs baseline region ports/s)':44} {rate:10.1f} {base.rate / rate if rate else 0:7.2f}")
     for name, values in (("bound -> first shadow seen", conv.first_latency),
                          ("bound -> shadow in every other region", conv.all_latency)):
@@ -678,6 +738,8 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
     print("   events: binding reports (each queues both jobs); runs: counted in central's access log "
           "(periodic resyncs included); sampled: run starts seen in the Isthmus DB")
     if requests is not None and events:
+        per_port = (requests["port_sync"] + requests["sg_member_sync"]) / events
+        print(f"   worker requests to the regions per bound port (port_sync + sg_member_sync): {per_port:.2f}")
         print("   worker requests to the regions per binding event: "
               + ", ".join(f"{kind} {n / events:.2f}" for kind, n in sorted(requests.items()))
               + f" ({events} events; port_sync and sg_member_sync per event must not grow with the ports)")
@@ -721,6 +783,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for convergence, cleanup")
     parser.add_argument("--lists", type=int, default=20, help="central calls of each kind in the fan-out check")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between shadow polls of a region")
+    parser.add_argument("--regions", type=int, default=None,
+                        help="use the sandbox's first N regions (default: all of them)")
+    parser.add_argument("--sequential", type=int, default=30,
+                        help="ports made one at a time by one client, per kind (latency; 0: skip)")
     parser.add_argument("--no-security-groups", action="store_true",
                         help="ports without the default group (L2 and jobs only, no remote-member rules)")
     return parser.parse_args()
@@ -733,7 +799,9 @@ def main() -> int:
         raise SystemExit("needs a running sandbox with Isthmus networking and two regions or more")
     if args.ports < len(layout.regions):
         raise SystemExit(f"--ports: at least one per region ({len(layout.regions)})")
-    regions = layout.regions
+    regions = layout.regions[:args.regions] if args.regions else layout.regions
+    if args.regions and (args.regions < 2 or args.regions > len(layout.regions)):
+        raise SystemExit(f"--regions: 2 to {len(layout.regions)} (the sandbox's regions)")
     baseline_ports = args.baseline_ports or min(args.ports, 300)
     neutrons, store, logs = Neutrons(layout), job_store(layout), neutron_logs(layout)
     project = connect(layout, CENTRAL_REGION, "admin").current_project_id
@@ -744,7 +812,9 @@ def main() -> int:
     try:
         say(f"{tag}: {args.ports} ports over {', '.join(regions)}, {args.workers} workers")
         for region in regions:
-            created.regional_networks[region], _ = make_network(neutrons(region), f"{tag}-own", baseline_ports)
+            # Room for the baseline's ports, the one-client ones and the floor's shadows.
+            created.regional_networks[region], _ = make_network(neutrons(region), f"{tag}-own",
+                                                                baseline_ports + args.sequential + args.ports)
         say(f"baseline: {baseline_ports} ports on region-only networks")
         before = marks(logs)
         base = make_ports(neutrons, round_robin(regions, baseline_ports, lambda r: created.regional_networks[r]),
@@ -753,9 +823,18 @@ def main() -> int:
                                     if r.agent.startswith(LOCAL_AGENT))
         say(f"baseline: {base.rate:.1f} ports/s")
 
-        network, subnet = make_network(neutrons(CENTRAL_REGION), tag, args.ports)
+        network, subnet = make_network(neutrons(CENTRAL_REGION), tag, args.ports + args.sequential)
         created.central_networks.append(network)
         created.central_subnets.append(subnet)
+        sequential: tuple[Batch, Batch] | None = None
+        if args.sequential:
+            say(f"one client: {args.sequential} ports of each kind, one at a time")
+            sequential = (
+                make_ports(neutrons, round_robin(regions, args.sequential, lambda r: created.regional_networks[r]),
+                           1, "one client, region-only", tag, created.regional_ports, args.no_security_groups),
+                make_ports(neutrons, round_robin(regions, args.sequential, lambda _: network), 1,
+                           "one client, central", tag, created.central_ports, args.no_security_groups))
+            wait_quiet(store, 120)
         jobs = {"network_sync": ("network_sync", network), "security_group_sync": ("security_group_sync", project)}
         watcher = ShadowWatcher(neutrons, regions, network, args.poll)
         sampler = JobSampler(store, jobs)
@@ -796,11 +875,14 @@ def main() -> int:
             for g in p["security_groups"]}
         rules = member_rules(neutrons, regions, created.groups)
 
+        say("floor: the same shadows made by one bulk create per region, on region-only networks")
+        floor = measure_floor(neutrons, regions, created, conv.expected, tag)
+
         say(f"fan-out: {args.lists} central calls of each kind")
         fan_out = measure_fan_out(layout, neutrons, store, list(jobs.values()), network, args.lists)
 
-        print_creation(base, made)
-        print_convergence(conv, base, job_reports, fails, rules, args.poll, by_cause, len(made.made))
+        print_creation(base, made, sequential)
+        print_convergence(conv, base, job_reports, fails, rules, args.poll, by_cause, len(made.made), floor)
         print_fan_out(fan_out, regions, args.lists)
         for name, batch in (("baseline", base), ("central", made)):
             for error in batch.errors[:3]:

@@ -372,10 +372,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     # Override: user and compute ports get their UUID, MAC and IPs from central.
     def create_port(self, context, port):
         attrs = port["port"]
-        shadow_of = shadow_port_id(attrs.get("name"))
-        if shadow_of and attrs.get("device_owner") == SHADOW_OWNER:
-            attrs["id"] = shadow_of  # a copy of a port of another region keeps its UUID
-            self._ensure_shadow_agent(context.elevated(), attrs)
+        if self._as_shadow(context, attrs):
             return super().create_port(context, port)
         if not _is_central_port(attrs.get("device_owner")):
             return super().create_port(context, port)
@@ -401,7 +398,14 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     # Override: ML2's bulk create skips create_port, so every port of a bulk POST
     # would take its addresses here instead of at central. One at a time, as
     # Neutron's emulated bulk does; the ones made are undone if one fails.
+    # Shadows (the job worker makes a burst's in one POST) take nothing from
+    # central: they keep ML2's own bulk create, one transaction for them all. Only
+    # the plugin API's create_port_bulk is used, the surface Neutron's bulk POST
+    # itself calls.
     def create_port_bulk(self, context, ports):
+        items = ports["ports"]
+        if items and all(self._as_shadow(context, item["port"]) for item in items):
+            return super().create_port_bulk(context, ports)
         made: list[dict] = []
         try:
             for item in ports["ports"]:
@@ -414,6 +418,16 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                     except Exception:  # noqa: BLE001 - the original error is the one to report
                         LOG.exception("isthmus: could not undo port %s of a failed bulk create", port["id"])
         return made
+
+    def _as_shadow(self, context, attrs: dict) -> bool:
+        """A shadow's create is made ready here (its UUID, its remote agent); False
+        for any other port."""
+        shadow_of = shadow_port_id(attrs.get("name"))
+        if not shadow_of or attrs.get("device_owner") != SHADOW_OWNER:
+            return False
+        attrs["id"] = shadow_of  # a copy of a port of another region keeps its UUID
+        self._ensure_shadow_agent(context.elevated(), attrs)
+        return True
 
     def _allocate_at_central(self, context, attrs: dict) -> tuple[dict, bool] | None:
         """(central port, whether we created it); None for a network central does

@@ -9,11 +9,14 @@ from isthmus.jobs import HandlerRegistry, JobContext, ResourceRef, Resync
 from isthmus.network import jobtypes
 from isthmus.network.reconcilers.binding_sync import sync_bindings
 from isthmus.network.reconcilers.network_sync import sync_network
-from isthmus.network.reconcilers.port_sync import sync_port
+from isthmus.network.reconcilers.port_sync import sync_ports
 from isthmus.network.reconcilers.router_sync import sync_router
 from isthmus.network.reconcilers.security_groups import sync_security_groups
 from isthmus.network.reconcilers.services import LazyServices, register_opts
-from isthmus.network.reconcilers.sg_members import sync_member
+from isthmus.network.reconcilers.sg_members import sync_members
+
+BATCH_SIZE = 200
+BATCH_WINDOW = 0.05  # seconds
 
 
 def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = None) -> None:
@@ -41,15 +44,19 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
 
     registry.register(jobtypes.BINDING_SYNC, lambda ctx: sync_bindings(services.get(), ctx),
                       resource_keys=("region",), resync=Resync(interval, regions))
-    registry.register(jobtypes.PORT_SYNC, lambda ctx: sync_port(services.get(), ctx), resource_keys=("port_id",))
+    # Batched: a burst of port events (servers booting) is one run with bulk calls;
+    # the window is short beside a boot, and long enough for a burst to gather.
+    registry.register_batch(jobtypes.PORT_SYNC, lambda batch: sync_ports(services.get(), batch),
+                            resource_keys=("port_id",), max_size=BATCH_SIZE, window=BATCH_WINDOW)
     registry.register(
         jobtypes.SECURITY_GROUP_SYNC, lambda ctx: sync_security_groups(services.get(), ctx),
         resource_keys=("project_id",), resync=Resync(interval, routed("security_group", "project_id")))
     registry.register(
         jobtypes.ROUTER_SYNC, lambda ctx: sync_router(services.get(), ctx),
         resource_keys=("router_id",), resync=Resync(interval, routed("router", "top_id")))
-    registry.register(jobtypes.SG_MEMBER_SYNC, lambda ctx: sync_member(services.get(), ctx),
-                      resource_keys=("security_group_id", "address"))
+    registry.register_batch(jobtypes.SG_MEMBER_SYNC, lambda batch: sync_members(services.get(), batch),
+                            resource_keys=("security_group_id", "address"), max_size=BATCH_SIZE,
+                            window=BATCH_WINDOW)
 
 
 __all__ = ["JobContext", "register_handlers"]

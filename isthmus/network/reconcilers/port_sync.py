@@ -1,10 +1,12 @@
-"""``port_sync``: one central port, everywhere. Event-driven and incremental.
+"""``port_sync``: central ports, everywhere. Event-driven, incremental, batched.
 
-Central's driver queues it when a user changes a port there, when a region
-reports the port bound, unbound or moved, and when the port is deleted. It
-touches that port only: per region one list call (by network and MAC, answered
-from the region's own database) and at most a few writes, however many ports
-the network has:
+Central's driver queues it, keyed by port, when a user changes a port there,
+when a region reports the port bound, unbound or moved, and when the port is
+deleted. It is a batch type (docs/jobs.md, Batch handlers): the ports of a burst
+(a deployment's servers booting) are one run, so per network and region one
+list call (by network and MACs, answered from the region's own database), one
+bulk create of the shadows, and a write per changed copy; its work follows the
+ports that changed, never the size of the network:
 
 * the regional copy shows central's user-settable fields (a security change
   that never reaches the enforcing region is a security hole);
@@ -12,17 +14,19 @@ the network has:
   port where it is bound elsewhere, remade when its MAC, addresses or host moved;
 * copies and shadows go when central recorded the port's delete.
 
-``network_sync`` plans whole networks: on first use of a network in a region,
-on network and subnet changes, and periodically, as the backstop.
+One port's failure is that port's job's failure: the others of the batch carry
+on. ``network_sync`` plans whole networks: on first use of a network in a
+region, on network and subnet changes, and periodically, as the backstop.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
-from isthmus.jobs import JobContext, RetryLater
+from isthmus.jobs import Batch, JobContext, RetryLater, Stopped
 from isthmus.network import bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
@@ -31,6 +35,7 @@ from isthmus.network.reconcilers.services import Services
 from isthmus.network.reconcilers.writes import delete_as_read, update_as_read
 
 LOG = logging.getLogger(__name__)
+CHUNK = 100  # ids or MACs per list call: a URL well under any proxy's limit
 
 
 def payload(network_id: str, *macs: str | None) -> dict:
@@ -39,17 +44,86 @@ def payload(network_id: str, *macs: str | None) -> dict:
     return {"network_id": network_id, "macs": sorted({m for m in macs if m})}
 
 
-def sync_port(services: Services, ctx: JobContext) -> None:
-    port_id = ctx.resource_id
+@dataclass
+class PortWork:
+    """One job of the batch: its port as central has it (None: gone) and where
+    its copies may be."""
+
+    ctx: JobContext
+    network_id: str
+    macs: set[str]
+    central: dict | None
+    deleted: bool
+
+    @property
+    def port_id(self) -> str:
+        return self.ctx.resource_id
+
+
+@dataclass
+class Failures:
+    """Per-port refusals from the regions (thread-safe enough: one list append per item)."""
+
+    by_port: dict[str, list[str]] = field(default_factory=dict)
+    first: Exception | None = None  # as raised: a caller without per-port jobs raises it
+
+    def add(self, port_id: str, region: str, err: Exception) -> None:
+        self.by_port.setdefault(port_id, []).append(f"{region}: {err}")
+        self.first = self.first or err
+
+
+def sync_ports(services: Services, batch: Batch) -> None:
+    live = batch.live()
     try:
-        central = services.central.get("ports", port_id)
+        found = central_ports(services.central, [ctx.resource_id for ctx in live])
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
+    by_network: dict[str, list[PortWork]] = {}
+    for ctx in live:
+        work = port_work(services, ctx, found.get(ctx.resource_id))
+        if work is not None:
+            by_network.setdefault(work.network_id, []).append(work)
+    for network_id, works in sorted(by_network.items()):
+        try:
+            failures = sync_network_ports(services, network_id, works)
+        except Stopped:
+            raise  # the whole run ends (deadline, shutdown): every unmarked job is stopped
+        except Exception as err:  # noqa: BLE001 - this network's jobs get its outcome, the others go on
+            for work in works:
+                if isinstance(err, RetryLater):
+                    batch.retry_later(work.ctx, err.reason, err.delay)
+                else:
+                    batch.fail(work.ctx, err)
+            continue
+        for work in works:
+            if work.port_id in failures.by_port:
+                batch.fail(work.ctx, "; ".join(failures.by_port[work.port_id]))
+
+
+def central_ports(central: NeutronClient, port_ids: list[str]) -> dict[str, dict]:
+    """Central's ports by id, a list call per ``CHUNK`` ids."""
+    found: dict[str, dict] = {}
+    for start in range(0, len(port_ids), CHUNK):
+        for port in central.list("ports", id=port_ids[start:start + CHUNK]):
+            found[port["id"]] = port
+    return found
+
+
+def port_work(services: Services, ctx: JobContext, central: dict | None) -> PortWork | None:
+    """What the job asks for, or None when there is nothing to prove anything:
+    central lacks the port and recorded no delete (a filtered or partial read
+    looks the same as a delete)."""
+    port_id = ctx.resource_id
     network_id = central["network_id"] if central else ctx.payload.get("network_id")
     macs = set(ctx.payload.get("macs") or []) | ({central["mac_address"]} if central else set())
     deleted = central is None and services.tombstones.is_buried("port", port_id)
     if not network_id or not macs or (central is None and not deleted):
-        return  # central lacks it and recorded no delete: nothing is proof of anything
+        return None
+    return PortWork(ctx, network_id, macs, central, deleted)
+
+
+def sync_network_ports(services: Services, network_id: str, works: list[PortWork]) -> Failures:
+    """The batch's ports of one network in every region."""
     try:
         shadows = services.network_wants_shadows(network_id)
     except Unavailable as err:
@@ -57,33 +131,76 @@ def sync_port(services: Services, ctx: JobContext) -> None:
     routed = services.routed_regions(network_id)
     regions = [p.region_name for p in services.registry.regional_pods()]
     hypervisors = ovn_wiring.Hypervisors(services.ovn_regions)
+    originals = {w.port_id: w.central for w in works if w.central is not None}
+    failures = Failures()
 
     def sync_region(region: str) -> None:
         neutron = services.neutron(region)
-        copies = _copies(neutron, port_id, network_id, macs)
-        plan = plans.plan_port(region, central, copies, shadows=shadows and services.binds_shadows(region),
-                               local_members=region in routed, deleted=deleted)
-        apply(services, neutron, region, plan, {port_id: central} if central else {}, copies)
+        copies = _copies(neutron, network_id, works)
+        binds = shadows and services.binds_shadows(region)
+        creates: list[tuple[str, dict]] = []
+        for work in works:
+            mine = copies.get(work.port_id, [])
+            plan = plans.plan_port(region, work.central, mine, shadows=binds, local_members=region in routed,
+                                   deleted=work.deleted)
+            try:
+                apply(services, neutron, region, plans.PortPlan(delete=plan.delete), originals, mine)
+            except Rejected as err:
+                failures.add(work.port_id, region, err)
+            creates += [(work.port_id, body) for body in plan.create_shadows]
+        create_shadows(neutron, region, creates, failures)
         ovn = services.ovn(region)
         if ovn is not None and shadows and services.tunnel_keys is not None:
-            ovn_wiring.sync_port(ovn, network_id, port_id, central, deleted, services.tunnel_keys, hypervisors)
+            ovn_wiring.sync_ports(ovn, network_id, [w.central for w in works if w.central is not None],
+                                  [w.port_id for w in works if w.deleted], services.tunnel_keys, hypervisors)
 
-    in_every_region(regions, sync_region, f"port {port_id}")
-    if deleted and services.ovn_regions and services.tunnel_keys is not None:
-        # Every region dropped its remote port (a failed region raised above): the
-        # key may serve another port now without two ports sharing it anywhere.
-        services.tunnel_keys.release_port(network_id, port_id)
+    in_every_region(regions, sync_region, f"ports of {network_id}")
+    if services.ovn_regions and services.tunnel_keys is not None:
+        for work in works:
+            if work.deleted and work.port_id not in failures.by_port:
+                # Every region dropped its remote port (a failed region raised above): the
+                # key may serve another port now without two ports sharing it anywhere.
+                services.tunnel_keys.release_port(network_id, work.port_id)
+    return failures
 
 
-def _copies(neutron: NeutronClient, port_id: str, network_id: str, macs: set[str]) -> list[dict]:
-    # By network and MAC: a filter by id would make the local plugin copy the
-    # port, which is not ours to do.
+def _copies(neutron: NeutronClient, network_id: str, works: list[PortWork]) -> dict[str, list[dict]]:
+    """The region's ports with the batch's ids: port id -> its copy or shadow (one,
+    rarely two). By network and MAC: a filter by id would make the local plugin
+    copy the port, which is not ours to do."""
+    wanted = {w.port_id for w in works}
+    macs = sorted({m for w in works for m in w.macs})
     found: dict[str, dict] = {}
-    for mac in sorted(macs):
-        for port in neutron.list("ports", network_id=network_id, mac_address=mac):
-            if port["id"] == port_id:
+    for start in range(0, len(macs), CHUNK):
+        for port in neutron.list("ports", network_id=network_id, mac_address=macs[start:start + CHUNK]):
+            if port["id"] in wanted:
                 found[port["id"] + port.get("device_owner", "")] = port
-    return list(found.values())
+    by_port: dict[str, list[dict]] = {}
+    for port in found.values():
+        by_port.setdefault(port["id"], []).append(port)
+    return by_port
+
+
+def create_shadows(neutron: NeutronClient, region: str, creates: list[tuple[str, dict]], failures: Failures) -> None:
+    """One bulk create per ``CHUNK``; a chunk Neutron refuses (all or nothing: one
+    shadow made meanwhile refuses the lot) goes one by one, so one port's refusal
+    is that port's alone."""
+    for start in range(0, len(creates), CHUNK):
+        chunk = creates[start:start + CHUNK]
+        LOG.info("%d shadow(s) in %s: %s", len(chunk), region, ", ".join(port_id for port_id, _ in chunk))
+        try:
+            neutron.create_many("ports", [body for _, body in chunk])
+            continue
+        except Rejected as err:
+            if len(chunk) == 1 and err.status == 409:
+                continue  # created concurrently, converged
+            LOG.info("bulk shadow create in %s refused (%s); one by one", region, err)
+        for port_id, body in chunk:
+            try:
+                neutron.create("ports", body)
+            except Rejected as err:
+                if err.status != 409:  # 409: created concurrently, converged
+                    failures.add(port_id, region, err)
 
 
 def apply(services: Services, neutron: NeutronClient, region: str, plan: plans.PortPlan,
@@ -113,13 +230,10 @@ def apply(services: Services, neutron: NeutronClient, region: str, plan: plans.P
         if original is not None and port["id"] not in plan.delete and not plans.is_shadow(port) \
                 and not (port.get("device_owner") or "").startswith("network:"):
             update_copy(services, neutron, region, port, original)
-    for body in plan.create_shadows:
-        LOG.info("port %s in %s: shadow", plans.shadow_of(body), region)
-        try:
-            neutron.create("ports", body)
-        except Rejected as err:
-            if err.status != 409:  # 409: created concurrently, converged
-                raise
+    failures = Failures()
+    create_shadows(neutron, region, [(plans.shadow_of(body) or "", body) for body in plan.create_shadows], failures)
+    if failures.by_port:
+        raise failures.first or RuntimeError(f"shadows in {region} refused")
 
 
 def _still_elsewhere(services: Services, port_id: str, region: str) -> bool:

@@ -4,11 +4,12 @@ Two entry points share the helpers here:
 
 * ``security_group_sync`` (project, full, periodic backstop) wires every routed
   group copy with :func:`wire_group` and fills its address groups by diff;
-* ``sg_member_sync`` (:func:`sync_member`, keyed ``<group>#<address>``) is what a
+* ``sg_member_sync`` (:func:`sync_members`, keyed ``<group>#<address>``) is what a
   port event queues, one job per (group, address) pair the event may have
-  changed. It reads central's ports holding that address (one filtered list)
-  and, in each region, adds or removes that one address in that one address
-  group, so its work does not grow with the group's size. Keyed by pair and not
+  changed. A batch type: the pairs of a burst are one run, which per group reads
+  central's ports holding its addresses (one filtered list) and, in each region,
+  adds or removes those addresses in that one address group (one call each
+  way), so its work follows the pairs and does not grow with the group's size. Keyed by pair and not
   by port: the job must also undo a deleted port or an old address, which
   central no longer knows, and a pair is a level (its job recomputes it from
   central whatever the events that queued it), so coalescing loses nothing.
@@ -24,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
-from isthmus.jobs import JobContext, RetryLater
+from isthmus.jobs import Batch, JobContext, RetryLater, Stopped
 from isthmus.network import bound_region
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import plans
@@ -194,44 +195,76 @@ def create_rules(neutron: NeutronClient, rules: list[dict]) -> None:
 
 
 # ------------------------------------------------------------------ sg_member_sync
-def sync_member(services: Services, ctx: JobContext) -> None:
-    group_id, _, address = ctx.resource_id.partition("#")
-    sync_pair(services, group_id, address)
+def sync_members(services: Services, batch: Batch) -> None:
+    """A batch of (group, address) pairs: per group, one read of central and per
+    region one address-group change, whatever the number of its pairs here."""
+    by_group: dict[str, dict[str, list[JobContext]]] = {}
+    for ctx in batch.live():
+        group_id, _, address = ctx.resource_id.partition("#")
+        by_group.setdefault(group_id, {}).setdefault(ag.cidr(address), []).append(ctx)
+    for group_id, pairs in sorted(by_group.items()):
+        try:
+            sync_addresses(services, group_id, sorted(pairs))
+        except Stopped:
+            raise  # the whole run ends (deadline, shutdown): every unmarked job is stopped
+        except Exception as err:  # noqa: BLE001 - this group's jobs get its outcome, the others go on
+            for ctx in (c for contexts in pairs.values() for c in contexts):
+                if isinstance(err, RetryLater):
+                    batch.retry_later(ctx, err.reason, err.delay)
+                else:
+                    batch.fail(ctx, err)
 
 
 def sync_pair(services: Services, group_id: str, address: str) -> None:
-    """One (group, address) pair in every region: the address is in the group's
-    address group in region X iff a member of the group holding it is bound in
-    a region other than X."""
-    address = ag.cidr(address)
+    """One (group, address) pair in every region (:func:`sync_addresses` of one)."""
+    sync_addresses(services, group_id, [ag.cidr(address)])
+
+
+def sync_addresses(services: Services, group_id: str, addresses: list[str]) -> None:
+    """Some of a group's addresses in every region: an address is in the group's
+    address group in region X iff a member of the group holding it is bound in a
+    region other than X."""
     central = services.central
     try:
         group = central.get("security-groups", group_id)
         if group is None:
             return  # deleted: security_group_sync removes what was made for it
-        ip = str(ipaddress.ip_network(address).network_address)
-        holders = [p for p in central.list("ports", fixed_ips=f"ip_address={ip}")
-                   if ag.is_member(p, group_id) and address in ag.addresses_of(p)]
+        holders = _holders(central, group_id, addresses)
     except Unavailable as err:
         raise RetryLater(f"central: {err}") from err
     members = Members(central, {group_id: group})
     regions = [p.region_name for p in services.registry.regional_pods()]
-    in_every_region(regions, lambda region: _pair_in_region(services, region, group, address, holders, members),
+    in_every_region(regions, lambda region: _in_region(services, region, group, addresses, holders, members),
                     f"members of {group_id}")
 
 
-def _pair_in_region(services: Services, region: str, group: dict, address: str, holders: list[dict],
-                    members: Members) -> None:
+def _holders(central: NeutronClient, group_id: str, addresses: list[str]) -> dict[str, list[dict]]:
+    """address -> central's members of the group holding it: one list call per
+    ``_BULK`` addresses (Neutron matches any of the ``fixed_ips`` filters given)."""
+    found: dict[str, list[dict]] = {a: [] for a in addresses}
+    for start in range(0, len(addresses), _BULK):
+        chunk = addresses[start:start + _BULK]
+        ips = [f"ip_address={ipaddress.ip_network(a).network_address}" for a in chunk]
+        for port in central.list("ports", fixed_ips=ips if len(ips) > 1 else ips[0]):
+            if ag.is_member(port, group_id):
+                for address in ag.addresses_of(port) & set(chunk):
+                    found[address].append(port)
+    return found
+
+
+def _in_region(services: Services, region: str, group: dict, addresses: list[str],
+               holders: Mapping[str, list[dict]], members: Members) -> None:
     neutron = services.neutron(region)
-    where = {bound_region(p) for p in holders}
-    if region in where:
+    where = {a: {bound_region(p) for p in holders[a]} for a in addresses}
+    if any(region in regions for regions in where.values()):
         # A member bound here: the group's copy here must be wired (its first
         # member here makes its address groups and companion rules).
         copy = neutron.get("security-groups", group["id"])  # a GET copies it if missing
         if copy is not None:
             wire_group(neutron, region, group, copy, members, fill=False)
-    present = bool(where - {region})
+    present = {a for a in addresses if where[a] - {region}}
     address_group, _ = find(neutron, [group])[group["id"]]
     if address_group is None:
         return  # no rule here names the group: nothing to admit
-    converge(neutron, address_group, lambda have: (have | {address}) if present else (have - {address}))
+    absent = set(addresses) - present
+    converge(neutron, address_group, lambda have: (have | present) - absent)

@@ -3,7 +3,8 @@
 import itertools
 from typing import cast
 
-from isthmus.clients import NeutronClient, Rejected
+from isthmus.clients import NeutronClient, Rejected, Unavailable
+from isthmus.jobs import Batch, JobContext
 from isthmus.network import PROFILE_KEY, jobtypes
 from isthmus.network.central import mech_driver
 from isthmus.network.reconcilers import address_groups as ag
@@ -42,9 +43,10 @@ class FakeNeutron:
 
     def list(self, collection, **filters):
         self.calls.append(("list", collection))
-        if collection == "ports":
-            ip = filters.get("fixed_ips", "ip_address=").split("=", 1)[1]
-            return [p for p in self.ports if not ip or any(i["ip_address"] == ip for i in p["fixed_ips"])]
+        if collection == "ports":  # Neutron matches any of several fixed_ips filters
+            wanted = filters.get("fixed_ips", [])
+            ips = {f.split("=", 1)[1] for f in ([wanted] if isinstance(wanted, str) else wanted)}
+            return [p for p in self.ports if not ips or any(i["ip_address"] in ips for i in p["fixed_ips"])]
         names = filters.get("name")
         names = [names] if isinstance(names, str) else names
         return [self.get(collection, i) for i, a in self.address_groups.items()
@@ -148,6 +150,56 @@ def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
     central.ports.clear()
     sg_members.sync_pair(as_services(services), S, "10.0.0.5/32")
     assert r2.address_groups[r2_ag["id"]]["addresses"] == set()
+
+
+def _batch(*keys):
+    return Batch(jobtypes.SG_MEMBER_SYNC, tuple(
+        JobContext(job_id=f"job-{k}", job_type=jobtypes.SG_MEMBER_SYNC, resource_id=k, project_id="p", payload={},
+                   attempt=1) for k in keys))
+
+
+def test_a_batch_of_a_groups_pairs_reads_central_once_and_changes_each_address_group_once():
+    bound = [_vm(f"p{n}", f"10.0.0.{n}", "R1") for n in range(1, 31)]
+    central = FakeNeutron("Central", ports=bound)
+    central.groups[S] = GROUP
+    r1, r2, r3 = FakeNeutron("R1", [GROUP]), FakeNeutron("R2", [GROUP]), FakeNeutron("R3", [GROUP])
+    made = {r.region: r.create("address-groups", ag.body(GROUP)) for r in (r1, r2, r3)}  # members seen before
+    for fake in (central, r1, r2, r3):
+        fake.calls.clear()
+    gone = "10.0.0.99/32"  # a member deleted meanwhile: its pair removes it
+    r2.address_groups[made["R2"]["id"]]["addresses"].add(gone)
+    batch = _batch(*(f"{S}#10.0.0.{n}/32" for n in range(1, 31)), f"{S}#{gone}")
+    sg_members.sync_members(as_services(_Services(central, {"R1": r1, "R2": r2, "R3": r3})), batch)
+    want = {f"10.0.0.{n}/32" for n in range(1, 31)}
+    assert r2.address_groups[made["R2"]["id"]]["addresses"] == want
+    assert r3.address_groups[made["R3"]["id"]]["addresses"] == want
+    assert central.calls == [("list", "ports")]
+    assert [c[0] for c in r3.calls] == ["list", "add_addresses"]  # find, then one add for 30 addresses
+    assert [c[0] for c in r2.calls] == ["list", "add_addresses", "remove_addresses"]
+    assert all(batch.outcome(ctx) is None for ctx in batch)
+
+
+def test_a_group_central_cannot_read_retries_its_pairs_and_the_other_group_goes_on():
+    other = dict(GROUP, id="22222222-2222-2222-2222-222222222222")
+    central = FakeNeutron("Central", ports=[_vm("a", "10.0.0.5", "R1")])
+    central.groups[S] = GROUP
+    r1, r2 = FakeNeutron("R1", [GROUP]), FakeNeutron("R2", [GROUP])
+    r2_ag = r2.create("address-groups", ag.body(GROUP))
+    batch = _batch(f"{other['id']}#10.0.0.7/32", f"{S}#10.0.0.5/32")
+    real_get = central.get
+
+    def get(collection, obj_id):
+        if obj_id == other["id"]:
+            raise Unavailable("central: timed out")
+        return real_get(collection, obj_id)
+
+    central.get = get  # type: ignore[method-assign]
+    sg_members.sync_members(as_services(_Services(central, {"R1": r1, "R2": r2})), batch)
+    outcomes = {ctx.resource_id: batch.outcome(ctx) for ctx in batch}
+    retried = outcomes[f"{other['id']}#10.0.0.7/32"]
+    assert retried is not None and retried.name == "retry_later"
+    assert outcomes[f"{S}#10.0.0.5/32"] is None
+    assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
 
 
 def test_racing_creators_keep_the_lowest_id():

@@ -10,7 +10,7 @@ In each OVN region holding a copy of a network, it keeps:
   region hosting a port of the network, with that hypervisor's geneve address;
 * a ``type=remote`` logical switch port per such port (MAC, IPs, key, chassis).
 
-Incremental (``sync_port``: one port, read by name) and full (``sync_network``:
+Incremental (``sync_ports``: a batch of ports, read by name) and full (``sync_network``:
 the periodic backstop), with the proof rules of shadows: a remote port goes only
 when its port's delete is recorded (tombstone) or central says it is bound here
 or nowhere, never because a list lacks it.
@@ -131,16 +131,17 @@ def _converge(ovn: OvnRegion, wanted: Wanted, observed: Observed) -> None:
         ovn.apply(ops)
 
 
-def sync_port(ovn: OvnRegion, network_id: str, port_id: str, central: Mapping[str, Any] | None, deleted: bool,
-              keys: KeySource, hypervisors: ChassisSource) -> None:
-    """One port's event in one OVN region: its two rows read by name."""
-    if central is None and not deleted:
+def sync_ports(ovn: OvnRegion, network_id: str, central_ports: list[Mapping[str, Any]], deleted: list[str],
+               keys: KeySource, hypervisors: ChassisSource) -> None:
+    """Some ports' events in one OVN region (a batch of ``port_sync``): their rows
+    read by name. ``deleted``: ids of ports whose delete central recorded."""
+    port_ids = sorted({p["id"] for p in central_ports} | set(deleted))
+    if not port_ids:
         return
-    observed = ovn.observe(network_id, [port_id, remote_port_name(port_id)])
+    observed = ovn.observe(network_id, [n for pid in port_ids for n in (pid, remote_port_name(pid))])
     if observed.switch is None:
         return  # no copy of the network here
-    wanted = wanted_for(ovn.name, network_id, [central] if central else [], keys, hypervisors,
-                        removable=[port_id] if deleted else [])
+    wanted = wanted_for(ovn.name, network_id, list(central_ports), keys, hypervisors, removable=deleted)
     _converge(ovn, wanted, observed)
 
 

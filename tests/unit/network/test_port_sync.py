@@ -1,0 +1,200 @@
+"""port_sync as a batch: a burst's ports cost a list and a bulk create per
+region, and one port's refusal is that port's job's alone."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Collection, Iterable
+from typing import Any, cast
+
+import pytest
+
+from isthmus.clients import Rejected, Unavailable
+from isthmus.jobs import Batch, JobContext, RetryLater
+from isthmus.network import PROFILE_KEY
+from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.port_sync import sync_ports
+from isthmus.network.reconcilers.services import Services
+
+NET = "net-1"
+REGIONS = ("R1", "R2", "R3")
+
+
+def vm(n: int, region: str = "R1") -> dict[str, Any]:
+    return {"id": f"port-{n:03d}", "network_id": NET, "project_id": "p", "mac_address": f"fa:16:3e:00:00:{n:02x}",
+            "fixed_ips": [{"subnet_id": "s", "ip_address": f"10.0.0.{n}"}], "device_owner": "compute:nova",
+            "device_id": f"vm-{n}", "binding:host_id": f"{region}-compute",
+            "binding:profile": {PROFILE_KEY: {"region": region}}}
+
+
+class FakeNeutron:
+    """Ports, with Neutron's all-or-nothing bulk create; ``refuse``: MACs whose
+    create this region refuses (400); ``down``: every call is Unavailable."""
+
+    def __init__(self, region: str, ports: Iterable[dict] = (), refuse: Collection[str] = frozenset(),
+                 down: bool = False) -> None:
+        self.region = region
+        self.ports = {p["id"] + p["device_owner"]: dict(p) for p in ports}
+        self.refuse = refuse
+        self.down = down
+        self.calls: list[tuple] = []
+
+    def _call(self, *what: Any) -> None:
+        self.calls.append(what)
+        if self.down:
+            raise Unavailable(f"{self.region} down")
+
+    def list(self, collection: str, **filters: Any) -> list[dict]:
+        self._call("list", collection)
+        found = list(self.ports.values())
+        for key, wanted in filters.items():
+            wanted = set(wanted) if isinstance(wanted, list) else {wanted}
+            found = [p for p in found if p.get(key) in wanted]
+        return found
+
+    def _make(self, body: dict) -> dict:
+        if body["mac_address"] in self.refuse:
+            raise Rejected(400, f"bad port {body['mac_address']}")
+        port = dict(body, id=plans.shadow_of(body) or body["name"])
+        if port["id"] + port["device_owner"] in self.ports:
+            raise Rejected(409, "exists")
+        return port
+
+    def create_many(self, collection: str, bodies: builtins.list[dict]) -> builtins.list[dict]:
+        self._call("create_many", collection, len(bodies))
+        made = [self._make(b) for b in bodies]  # all or nothing
+        for port in made:
+            self.ports[port["id"] + port["device_owner"]] = port
+        return made
+
+    def create(self, collection: str, body: dict) -> dict:
+        self._call("create", collection)
+        port = self._make(body)
+        self.ports[port["id"] + port["device_owner"]] = port
+        return port
+
+    def delete(self, collection: str, obj_id: str, if_revision: int | None = None) -> bool:
+        self._call("delete", collection)
+        keys = [k for k, p in self.ports.items() if p["id"] == obj_id and plans.is_shadow(p)]
+        for key in keys:
+            del self.ports[key]
+        return bool(keys)
+
+    def shadows(self) -> builtins.set[str]:
+        return {p["id"] for p in self.ports.values() if plans.is_shadow(p)}
+
+
+class FakeServices:
+    def __init__(self, central: FakeNeutron, regions: dict[str, FakeNeutron], buried: Collection[str] = ()):
+        self.central = central
+        self.regions = regions
+        self.buried = buried
+        self.ovn_regions: dict = {}
+        self.tunnel_keys = None
+        self.registry = type("Registry", (), {
+            "regional_pods": lambda _self: [type("Pod", (), {"region_name": r})() for r in regions],
+            "find_pod": lambda _self, region: None})()
+        self.tombstones = type("Tombstones", (), {"is_buried": lambda _self, kind, obj_id: obj_id in self.buried})()
+
+    def neutron(self, region: str) -> FakeNeutron:
+        return self.regions[region]
+
+    def network_wants_shadows(self, network_id: str) -> bool:
+        return True
+
+    def binds_shadows(self, region: str) -> bool:
+        return True
+
+    def routed_regions(self, network_id: str) -> set[str]:
+        return set(self.regions)
+
+    def ovn(self, region: str) -> None:
+        return None
+
+
+def batch_of(*port_ids: str, payloads: dict[str, dict] | None = None) -> Batch:
+    return Batch("port_sync", tuple(
+        JobContext(job_id=f"job-{pid}", job_type="port_sync", resource_id=pid, project_id="p",
+                   payload=(payloads or {}).get(pid, {}), attempt=1)
+        for pid in port_ids))
+
+
+def cloud(ports: list[dict], **regional: dict) -> FakeServices:
+    """Central with ``ports``; each region holds its own bound ports' copies."""
+    regions = {r: FakeNeutron(r, [p for p in ports if p["binding:profile"][PROFILE_KEY]["region"] == r],
+                              **regional.get(r, {}))
+               for r in REGIONS}
+    return FakeServices(FakeNeutron("central", ports), regions)
+
+
+def run(services: FakeServices, batch: Batch) -> None:
+    sync_ports(cast(Services, services), batch)
+
+
+def test_a_burst_of_ports_costs_one_list_and_one_bulk_create_per_region():
+    ports = [vm(n) for n in range(1, 41)]
+    services = cloud(ports)
+    batch = batch_of(*(p["id"] for p in ports))
+    run(services, batch)
+    assert services.central.calls == [("list", "ports")]
+    for region in ("R2", "R3"):
+        assert services.regions[region].shadows() == {p["id"] for p in ports}
+        assert services.regions[region].calls == [("list", "ports"), ("create_many", "ports", 40)]
+    assert services.regions["R1"].calls == [("list", "ports")]  # bound there: no shadow
+    assert all(batch.outcome(ctx) is None for ctx in batch)  # every job succeeds
+
+
+def test_one_refused_shadow_fails_its_own_job_and_the_others_are_made():
+    ports = [vm(n) for n in range(1, 6)]
+    services = cloud(ports, R3={"refuse": {ports[2]["mac_address"]}})
+    batch = batch_of(*(p["id"] for p in ports))
+    run(services, batch)
+    assert services.regions["R3"].shadows() == {p["id"] for p in ports} - {ports[2]["id"]}
+    assert services.regions["R2"].shadows() == {p["id"] for p in ports}
+    failed = {ctx.resource_id: batch.outcome(ctx) for ctx in batch if batch.outcome(ctx) is not None}
+    assert list(failed) == [ports[2]["id"]]
+    outcome = failed[ports[2]["id"]]
+    assert outcome is not None and outcome.name == "failed" and "R3" in (outcome.reason or "")
+
+
+def test_shadows_made_meanwhile_converge_without_a_failure():
+    ports = [vm(n) for n in range(1, 4)]
+    services = cloud(ports)
+    services.regions["R2"].create("ports", plans.shadow_body(ports[1]))  # another run made one
+    services.regions["R2"].calls.clear()
+    batch = batch_of(*(p["id"] for p in ports))
+    run(services, batch)
+    assert services.regions["R2"].shadows() == {p["id"] for p in ports}
+    assert all(batch.outcome(ctx) is None for ctx in batch)
+
+
+def test_a_region_down_retries_the_batch_and_the_others_are_wired():
+    ports = [vm(n) for n in range(1, 4)]
+    services = cloud(ports, R3={"down": True})
+    batch = batch_of(*(p["id"] for p in ports))
+    run(services, batch)
+    assert services.regions["R2"].shadows() == {p["id"] for p in ports}
+    assert {batch.outcome(ctx).name for ctx in batch} == {"retry_later"}  # type: ignore[union-attr]
+
+
+def test_central_down_retries_every_job_and_touches_no_region():
+    ports = [vm(n) for n in range(1, 4)]
+    services = cloud(ports)
+    services.central.down = True
+    batch = batch_of(*(p["id"] for p in ports))
+    with pytest.raises(RetryLater, match="central"):  # every unmarked job gets that outcome
+        run(services, batch)
+    assert all(not n.calls for n in services.regions.values())
+
+
+def test_a_port_missing_at_central_is_proof_only_with_its_tombstone():
+    ports = [vm(1), vm(2)]
+    services = cloud(ports)
+    run(services, batch_of("port-001", "port-002"))
+    assert services.regions["R2"].shadows() == {"port-001", "port-002"}
+    services.central.ports.clear()  # central lists neither now; only port-001's delete is recorded
+    services.buried = {"port-001"}
+    payloads = {p["id"]: {"network_id": NET, "macs": [p["mac_address"]]} for p in ports}
+    run(services, batch_of("port-001", "port-002", payloads=payloads))
+    assert services.regions["R2"].shadows() == {"port-002"}
+    assert services.regions["R3"].shadows() == {"port-002"}
