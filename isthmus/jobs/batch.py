@@ -30,7 +30,7 @@ from isthmus.jobs import outcomes
 from isthmus.jobs.clock import Clock, SystemClock
 from isthmus.jobs.errors import Stopped
 from isthmus.jobs.outcomes import Outcome
-from isthmus.jobs.registry import JobContext
+from isthmus.jobs.registry import JobContext, seconds_left
 
 
 @dataclass(eq=False)
@@ -102,9 +102,7 @@ class Batch:
 
     def remaining(self) -> float | None:
         """Seconds left before the run's deadline (negative once past); None without one."""
-        if self.deadline is None:
-            return None
-        return (self.deadline - self._clock.now()).total_seconds()
+        return seconds_left(self.deadline, self._clock)
 
     def deadline_exceeded(self) -> bool:
         left = self.remaining()

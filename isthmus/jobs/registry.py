@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 DEFAULT_RUN_DEADLINE = 300.0
 
 
+def seconds_left(deadline: datetime | None, clock: Clock) -> float | None:
+    """Seconds before a run's ``deadline`` (negative once past); None without one."""
+    return None if deadline is None else (deadline - clock.now()).total_seconds()
+
+
 @dataclass
 class LeaseWatch:
     """What the worker knows of a running job's lease, shared with its handler:
@@ -73,9 +78,7 @@ class JobContext:
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (negative once past); None without one."""
-        if self.deadline is None:
-            return None
-        return (self.deadline - self._clock.now()).total_seconds()
+        return seconds_left(self.deadline, self._clock)
 
     def deadline_exceeded(self) -> bool:
         left = self.remaining()
