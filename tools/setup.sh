@@ -74,13 +74,16 @@ wanted=$( { cat constraints.txt pyproject.toml; pwd; .venv/bin/python --version;
 if [ "$(cat .venv/.installed 2>/dev/null)" != "$wanted" ]; then
   say "installing Python packages (pinned by constraints.txt)"
   # pip and uv are pinned too; uv installs the same pins in seconds (pip takes
-  # about a minute), and pip does it where uv cannot reach an index. This
+  # about a minute), and pip does it where uv cannot reach an index. Bytecode is
+  # compiled at install, as pip does: otherwise every service and CLI of the
+  # sandbox compiles what it imports first, all at once when the sandbox starts. This
   # machine's pip config may list extra package folders that do not exist,
   # which pip reports once per package: not ours.
   pip_q() { .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt "$@" \
     2> >(grep -v "^WARNING: Location 'file:" >&2); }
   pip_q pip uv
-  if ! .venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt -e '.[sandbox,test]'; then
+  if ! .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -c constraints.txt \
+      -e '.[sandbox,test]'; then
     say "uv could not install; pip instead"
     pip_q -e '.[sandbox,test]'
   fi
