@@ -85,6 +85,12 @@ class Batch:
         are used up; at once if ``permanent`` (or ``error`` is a PermanentFailure)."""
         self._mark(ctx, outcomes.failure(error, permanent=permanent))
 
+    def raised(self, ctx: JobContext, exc: Exception) -> None:
+        """The job gets what ``exc`` raised by a plain handler would give it (a retry,
+        a failure, a permanent failure): for a part of the batch that failed, its jobs
+        only."""
+        self._mark(ctx, outcomes.outcome_of(exc))
+
     def outcome(self, ctx: JobContext) -> Outcome | None:
         """What the handler marked for the job so far; None: nothing (it succeeds,
         unless the handler raises)."""

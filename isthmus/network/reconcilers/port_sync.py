@@ -90,10 +90,7 @@ def sync_ports(services: Services, batch: Batch) -> None:
             raise  # the whole run ends (deadline, shutdown): every unmarked job is stopped
         except Exception as err:  # noqa: BLE001 - this network's jobs get its outcome, the others go on
             for work in works:
-                if isinstance(err, RetryLater):
-                    batch.retry_later(work.ctx, err.reason, err.delay)
-                else:
-                    batch.fail(work.ctx, err)
+                batch.raised(work.ctx, err)
             continue
         for work in works:
             if work.port_id in failures.by_port:

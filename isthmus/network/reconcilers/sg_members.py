@@ -209,10 +209,7 @@ def sync_members(services: Services, batch: Batch) -> None:
             raise  # the whole run ends (deadline, shutdown): every unmarked job is stopped
         except Exception as err:  # noqa: BLE001 - this group's jobs get its outcome, the others go on
             for ctx in (c for contexts in pairs.values() for c in contexts):
-                if isinstance(err, RetryLater):
-                    batch.retry_later(ctx, err.reason, err.delay)
-                else:
-                    batch.fail(ctx, err)
+                batch.raised(ctx, err)
 
 
 def sync_pair(services: Services, group_id: str, address: str) -> None:
