@@ -13,9 +13,9 @@
 #                                marked exclusive on three workers
 #                                (ISTHMUS_TEST_WORKERS), then the exclusive ones
 #                                alone (they stop, freeze or reconfigure services).
-#                                As root, the OVN tests too, on a second sandbox (three
-#                                ML2/OVN regions) in the background beside the exclusive
-#                                ones (ISTHMUS_TEST_OVN=0 leaves them out)
+#                                With ISTHMUS_TEST_OVN=1 (root), the OVN tests too, on a
+#                                second sandbox (three ML2/OVN regions) in the background
+#                                beside the exclusive ones
 #   ./tools/test.sh ovn          regions on ML2/OVN: builds the OVN root once
 #                                (tools/ovn-root.sh), then tests/integration/ovn on a
 #                                sandbox of its own (up --ovn, three regions)
@@ -86,18 +86,19 @@ stop_sandbox() {
 }
 
 # The OVN tests (regions on ML2/OVN, tests/integration/ovn) have a sandbox of
-# their own, three OVN regions. As root (unless ISTHMUS_TEST_OVN=0), one
+# their own, three OVN regions. With ISTHMUS_TEST_OVN=1 (and root), one
 # background job builds the OVN root if missing (tools/ovn-root.sh, about a
 # minute once per machine), starts that sandbox, runs the tests and stops it,
 # beside the exclusive phase at the lowest CPU priority; the tier waits for it
 # at the end. Not beside the parallel phase: that phase keeps both cores busy,
-# and the whole run took 27 minutes so; beside the exclusive one it adds about
-# 2 minutes (docs/ovn.md, "Tests").
+# and the whole run took 27 minutes so; beside the exclusive one it added about
+# 2 minutes in one run, but in another its daemons starved at nice 19 and four
+# of its pings timed out: not in the default run yet (docs/ovn.md, "Tests").
 ovn_state=""
 ovn_job=""
 start_ovn_job() {
-  if [ "${ISTHMUS_TEST_OVN:-1}" = 0 ]; then
-    echo "[test] OVN tests not in this run (ISTHMUS_TEST_OVN=0; ./tools/test.sh ovn runs them alone)"
+  if [ "${ISTHMUS_TEST_OVN:-0}" != 1 ]; then
+    echo "[test] OVN tests not in this run (ISTHMUS_TEST_OVN=1 adds them; ./tools/test.sh ovn runs them alone)"
     return 0
   fi
   if [ "$(id -u)" -ne 0 ]; then
