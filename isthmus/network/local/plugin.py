@@ -372,7 +372,8 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     # Override: user and compute ports get their UUID, MAC and IPs from central.
     def create_port(self, context, port):
         attrs = port["port"]
-        if self._as_shadow(context, attrs):
+        if _is_shadow(attrs):
+            self._prepare_shadow(context, attrs)
             return super().create_port(context, port)
         if not _is_central_port(attrs.get("device_owner")):
             return super().create_port(context, port)
@@ -404,7 +405,9 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
     # itself calls.
     def create_port_bulk(self, context, ports):
         items = ports["ports"]
-        if items and all(self._as_shadow(context, item["port"]) for item in items):
+        if items and all(_is_shadow(item["port"]) for item in items):
+            for item in items:
+                self._prepare_shadow(context, item["port"])
             return super().create_port_bulk(context, ports)
         made: list[dict] = []
         try:
@@ -419,15 +422,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                         LOG.exception("isthmus: could not undo port %s of a failed bulk create", port["id"])
         return made
 
-    def _as_shadow(self, context, attrs: dict) -> bool:
-        """A shadow's create is made ready here (its UUID, its remote agent); False
-        for any other port."""
-        shadow_of = shadow_port_id(attrs.get("name"))
-        if not shadow_of or attrs.get("device_owner") != SHADOW_OWNER:
-            return False
-        attrs["id"] = shadow_of  # a copy of a port of another region keeps its UUID
+    def _prepare_shadow(self, context, attrs: dict) -> None:
+        """A shadow's create made ready: its UUID, its remote agent."""
+        attrs["id"] = shadow_port_id(attrs.get("name"))  # a copy of a port of another region keeps its UUID
         self._ensure_shadow_agent(context.elevated(), attrs)
-        return True
 
     def _allocate_at_central(self, context, attrs: dict) -> tuple[dict, bool] | None:
         """(central port, whether we created it); None for a network central does
@@ -716,6 +714,10 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
                 pass
         LOG.info("isthmus: copied security group %s from central", sg_id)
         return True
+
+
+def _is_shadow(attrs: dict) -> bool:
+    return bool(shadow_port_id(attrs.get("name"))) and attrs.get("device_owner") == SHADOW_OWNER
 
 
 def _subnet_of(port: dict, address: str) -> str:
