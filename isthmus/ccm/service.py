@@ -33,9 +33,9 @@ from typing import Any, Protocol
 
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.controllers.kube import NodeAPI, NodeView
-from isthmus.ccm.controllers.leader import LeaseElector
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
+from isthmus.kube.leader import LeaseElector
 
 LOG = logging.getLogger("isthmus.ccm")
 

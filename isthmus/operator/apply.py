@@ -5,6 +5,15 @@ the stored one (fields the API server or others add are left alone), so a
 re-run, a restart or a timer tick sends no write at all, and hand-made drift in
 an operator-set field is undone. Generated objects (keys) are created once and
 never patched; Jobs are never patched (their pod template is immutable).
+
+Only what the operator owns is ever patched: an object already at a desired
+name must carry this resource's controller owner reference (same namespace)
+or its owner annotation and managed-by label (another namespace, where owner
+references do not reach). Anything else raises :class:`NotOwned`, which the
+reconciler turns into a condition: without this, whoever may create a
+``CloudControllerConfig`` could have the operator overwrite
+``kube-system/cloud-config`` (or any Secret at a name they choose) with
+credentials of their own.
 """
 
 from __future__ import annotations
@@ -24,6 +33,44 @@ Obj = dict[str, Any]
 OWNED_FIELDS = {"Secret": ("data", "type"), "ConfigMap": ("data",), "Service": ("spec",),
                 "Deployment": ("spec",), "Job": (), "EndpointRegistration": ("spec",)}
 DEFAULT_OWNED = ("spec",)
+
+
+class NotOwned(Exception):
+    """An object at a desired name that this resource does not own: left alone."""
+
+    def __init__(self, kind: str, namespace: str | None, name: str, owner: str, holder: str) -> None:
+        super().__init__(f"{kind} {namespace}/{name} exists and is not managed by {owner} ({holder}); "
+                         "the operator does not change it: delete it or choose another name")
+        self.kind, self.namespace, self.name = kind, namespace, name
+
+
+def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return next((ref for ref in meta.get("ownerReferences") or [] if ref.get("controller")), None)
+
+
+def owner_of(meta: Mapping[str, Any]) -> str:
+    """Who holds an object, in words, for a condition's message."""
+    ref = _controller(meta)
+    if ref is not None:
+        return f"controlled by {ref.get('kind')} {ref.get('name')}"
+    mark = (meta.get("annotations") or {}).get(objects.OWNER_ANNOTATION)
+    if mark and (meta.get("labels") or {}).get("app.kubernetes.io/managed-by") == MANAGED_BY:
+        return f"managed for {mark}"
+    return "not created by isthmus-operator"
+
+
+def owns(desired: Obj, actual: Obj) -> bool:
+    """Whether ``actual`` belongs to the resource that wants ``desired`` at its name."""
+    want, have = desired["metadata"], actual["metadata"]
+    wanted_ref = _controller(want)
+    if wanted_ref is not None:
+        ref = _controller(have)
+        return (ref is not None and ref.get("kind") == wanted_ref["kind"] and ref.get("name") == wanted_ref["name"]
+                # a uid on both sides must agree: a namesake resource's leftovers are not ours
+                and (not ref.get("uid") or not wanted_ref.get("uid") or ref["uid"] == wanted_ref["uid"]))
+    mark = (want.get("annotations") or {}).get(objects.OWNER_ANNOTATION)
+    return bool(mark) and (have.get("annotations") or {}).get(objects.OWNER_ANNOTATION) == mark and (
+        (have.get("labels") or {}).get("app.kubernetes.io/managed-by") == MANAGED_BY)
 
 
 def covers(actual: Any, desired: Any) -> bool:
@@ -88,14 +135,24 @@ def desired_patch(desired: Obj, actual: Obj) -> Obj | None:
     return patch or None
 
 
-async def ensure(kube: Kube, desired: Obj) -> Obj:
-    """Create ``desired`` or patch the stored object to it; return the stored object."""
+_UNREAD: Any = object()  # ensure() reads the stored object itself
+
+
+async def ensure(kube: Kube, desired: Obj, actual: Obj | None = _UNREAD) -> Obj:
+    """Create ``desired`` or patch the stored object to it; return the stored object.
+    ``actual``: the stored object (None: there is none) when the caller has just read it."""
     desired = encode_secret(desired)
     meta = desired["metadata"]
-    actual = await kube.get(desired["kind"], meta.get("namespace"), meta["name"])
+    if actual is _UNREAD:
+        actual = await kube.get(desired["kind"], meta.get("namespace"), meta["name"])
     if actual is None:
         LOG.info("creating %s %s/%s", desired["kind"], meta.get("namespace"), meta["name"])
         return await kube.create(desired)
+    if not owns(desired, actual):
+        owner = (_controller(meta) or {}).get("kind", "") + " " + (_controller(meta) or {}).get("name", "")
+        raise NotOwned(desired["kind"], meta.get("namespace"), meta["name"],
+                       owner.strip() or (meta.get("annotations") or {}).get(objects.OWNER_ANNOTATION, "?"),
+                       owner_of(actual["metadata"]))
     annotations = meta.get("annotations") or {}
     if annotations.get(objects.GENERATED) or annotations.get(objects.CREATE_ONLY):
         return actual
@@ -106,11 +163,14 @@ async def ensure(kube: Kube, desired: Obj) -> Obj:
     return await kube.patch(desired["kind"], meta.get("namespace"), meta["name"], patch) or actual
 
 
-async def ensure_all(kube: Kube, desired: Iterable[Obj]) -> dict[tuple[str, str], Obj]:
-    """Ensure each object in order; the stored objects by (kind, name)."""
+async def ensure_all(kube: Kube, desired: Iterable[Obj],
+                     read: Mapping[tuple[str, str], Obj | None] | None = None) -> dict[tuple[str, str], Obj]:
+    """Ensure each object in order; the stored objects by (kind, name). ``read``: those
+    the caller has just read, by (kind, name), not read again."""
     out = {}
     for obj in desired:
-        out[(obj["kind"], obj["metadata"]["name"])] = await ensure(kube, obj)
+        key = (obj["kind"], obj["metadata"]["name"])
+        out[key] = await ensure(kube, obj, (read or {}).get(key, _UNREAD))
     return out
 
 
@@ -136,8 +196,11 @@ async def prune(kube: Kube, owner: Obj, kinds: Iterable[str], keep: Iterable[Obj
             if key in wanted:
                 continue
             # Same-namespace objects must be ours by owner reference; cross-namespace
-            # ones (the CCM's Secret) carry only the labels.
-            if where == owner["metadata"].get("namespace") and not owned_by(obj, owner):
+            # ones (the CCM's Secret) by the owner annotation.
+            if where == owner["metadata"].get("namespace"):
+                if not owned_by(obj, owner):
+                    continue
+            elif (obj["metadata"].get("annotations") or {}).get(objects.OWNER_ANNOTATION) != objects.owner_mark(owner):
                 continue
             LOG.info("deleting %s %s/%s (no longer desired)", kind, where, key[1])
             await kube.delete(kind, where, key[1])

@@ -27,9 +27,10 @@ ERROR, WARNING, INFO = "Error", "Warning", "Info"
 
 # Reasons of False conditions that need a person (the spec or an input is wrong).
 ERROR_REASONS = frozenset({"Error", "InvalidSpec", "CreationFailed", "BackoffLimitExceeded", "RangeMismatch",
-                           "ControlPlaneNotFound"})
+                           "ControlPlaneNotFound", "NotOwned", "NamespaceNotAllowed", "UpdateFailed",
+                           "CertManagerMissing"})
 # Reasons of False conditions that resolve once something else appears.
-WARNING_REASONS = frozenset({"SecretNotFound", "NetworkAttachmentNotFound", "TLSSecretNotFound"})
+WARNING_REASONS = frozenset({"SecretNotFound", "NetworkAttachmentNotFound", "TLSSecretNotFound", "RegionHeld"})
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from isthmus.operator import MANAGED_BY, apply, fernet, model, objects
+from isthmus.operator import MANAGED_BY, apply, fernet, model, objects, upgrade
 from isthmus.operator import conditions as cond
 from isthmus.operator.conditions import Condition
 from isthmus.operator.kube import Kube, secret_text
@@ -22,7 +23,7 @@ from isthmus.operator.kube import Kube, secret_text
 LOG = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
-MANAGED_KINDS = ("Secret", "ConfigMap", "Service", "Deployment", "Job", "EndpointRegistration")
+MANAGED_KINDS = ("Secret", "ConfigMap", "Service", "Deployment", "PodDisruptionBudget", "Job", "EndpointRegistration")
 CHILD_KINDS = ("IdentityService", "Region", "CentralNetwork", "APIGateway", "CloudControllerConfig")
 UMBRELLA_CONDITIONS = {"IdentityService": "IdentityReady", "CentralNetwork": "CentralNetworkReady",
                        "APIGateway": "APIGatewayReady", "CloudControllerConfig": "CloudControllerConfigReady"}
@@ -33,6 +34,42 @@ class Stop(Exception):
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------------
+
+def not_owned(exc: apply.NotOwned) -> Condition:
+    return cond.false("ObjectsOwned", "NotOwned", str(exc))
+
+
+TARGET_NAMESPACES_ENV = "ISTHMUS_OPERATOR_TARGET_NAMESPACES"
+
+
+def target_namespaces() -> frozenset[str]:
+    """The namespaces besides a resource's own that the operator may write to: its
+    configuration, ISTHMUS_OPERATOR_TARGET_NAMESPACES (comma-separated; the shipped
+    Deployment lists kube-system, the CCM's), and nothing else. A CloudControllerConfig or a
+    Region in namespace A can thus never have the operator write into namespace B unless
+    whoever installed the operator allowed B (and granted it a Role there)."""
+    return frozenset(n.strip() for n in os.environ.get(TARGET_NAMESPACES_ENV, "").split(",") if n.strip())
+
+
+def outside_allowed(resource: Obj, namespace: str, field: str) -> Condition | None:
+    """A False condition when ``namespace`` (from ``field``) is neither the resource's own nor allowed."""
+    if namespace == ns(resource) or namespace in target_namespaces():
+        return None
+    allowed = ", ".join(sorted(target_namespaces())) or "none"
+    return cond.false("InputReady", "NamespaceNotAllowed",
+                      f"{field}: the operator writes outside {ns(resource)} only to the namespaces of its "
+                      f"{TARGET_NAMESPACES_ENV} ({allowed}), not to {namespace}")
+
+
+def deployed_version(obj: Obj, spec: Obj, conds: list[Condition], extra: dict[str, Any]) -> None:
+    """``status.deployedVersion``: ``spec.version`` once every condition is True (its schema
+    Jobs for that version done, its Deployments rolled out and Ready); until then the
+    previous one. The umbrella moves an upgrade to the next child on it."""
+    if conds and all(c.status == cond.TRUE for c in conds):
+        extra["deployedVersion"] = spec["version"]
+    elif (obj.get("status") or {}).get("deployedVersion"):
+        extra["deployedVersion"] = obj["status"]["deployedVersion"]
+
 
 def ns(obj: Obj) -> str:
     return obj["metadata"].get("namespace", "default")
@@ -91,7 +128,7 @@ def job_condition(type_: str, job: Obj | None, what: str) -> Condition:
     if state == "done":
         return cond.true(type_, message=f"{what} complete")
     if state == "failed":
-        return cond.false(type_, "BackoffLimitExceeded", f"{what} failed")
+        return cond.false(type_, "BackoffLimitExceeded", f"{what} failed" + (f" (Job {name(job)})" if job else ""))
     return cond.false(type_, "Running", f"{what} running")
 
 
@@ -152,8 +189,14 @@ async def reconcile_cloud(kube: Kube, mrc: Obj) -> None:
     if errors:
         await write_status(kube, mrc, [cond.false("InputReady", "InvalidSpec", "; ".join(errors))])
         return
-    children = objects.cloud_children(mrc)
-    stored = await apply.ensure_all(kube, children)
+    wanted = objects.cloud_children(mrc)
+    before = {(c["kind"], name(c)): await kube.get(c["kind"], ns(mrc), name(c)) for c in wanted}
+    children, step = upgrade.rollout(wanted, before, spec["version"])
+    try:
+        stored = await apply.ensure_all(kube, children, before)
+    except apply.NotOwned as exc:
+        await write_status(kube, mrc, [not_owned(exc)])
+        return
     await apply.prune(kube, mrc, CHILD_KINDS, children)
     conds: list[Condition] = []
     regions_status = []
@@ -166,6 +209,7 @@ async def reconcile_cloud(kube: Kube, mrc: Obj) -> None:
             region_children.append((f"Region {child['spec']['name']}", actual))
             endpoints = objects.region_endpoints(child)
             regions_status.append({"name": child["spec"]["name"], "ready": cond.child_ready(actual),
+                                   "version": (actual.get("status") or {}).get("deployedVersion") or "",
                                    "endpoints": {t: e.public for t, e in endpoints.items()}})
             continue
         conds.append(cond.mirror(UMBRELLA_CONDITIONS[kind], actual, f"{kind} {name(child)}"))
@@ -177,8 +221,50 @@ async def reconcile_cloud(kube: Kube, mrc: Obj) -> None:
         elif kind == "APIGateway":
             extra["apiGateway"] = {"endpoint": objects.gateway_endpoints(child).public}
     conds.append(cond.mirror_many("RegionsReady", region_children))
+    conds.append(update_condition(step, stored, spec["version"]))
+    if spec["tls"].get("enabled") and spec["tls"].get("issuerRef"):
+        try:
+            conds.append(await cloud_certificate(kube, mrc, children))
+        except apply.NotOwned as exc:
+            conds.append(not_owned(exc))
     extra["regions"] = regions_status
+    if step is None:
+        extra["deployedVersion"] = spec["version"]
+    elif (mrc.get("status") or {}).get("deployedVersion"):
+        extra["deployedVersion"] = mrc["status"]["deployedVersion"]
     await write_status(kube, mrc, conds, extra)
+
+
+async def cloud_certificate(kube: Kube, mrc: Obj, children: list[Obj]) -> Condition:
+    """``tls.issuerRef``: the cloud's certificate (``tls.publicCertSecret``) requested from
+    cert-manager for every host its endpoints name; the children wait for that Secret
+    (TLSInputReady) as for one given by hand. Without cert-manager, an error that says so."""
+    if await kube.get("CustomResourceDefinition", None, objects.CERT_MANAGER_CRD) is None:
+        secret = model.defaulted_spec("MultiRegionCloud", mrc.get("spec"))["tls"]["publicCertSecret"]
+        return cond.false("CertificateReady", "CertManagerMissing",
+                          f"spec.tls.issuerRef: cert-manager is not installed (no CRD {objects.CERT_MANAGER_CRD}): "
+                          f"install it, or create Secret {secret} yourself and remove issuerRef")
+    stored = await apply.ensure(kube, objects.certificate(mrc, objects.cloud_hosts(children)))
+    ready = cond.find((stored.get("status") or {}).get("conditions") or [], "Ready")
+    if ready is not None and ready.status == cond.TRUE:
+        return cond.true("CertificateReady", message=f"Certificate {name(stored)} issued")
+    return cond.false("CertificateReady", "Issuing", f"Certificate {name(stored)}: "
+                      + (ready.message if ready is not None and ready.message else "waiting for cert-manager"))
+
+
+def update_condition(step: upgrade.Step | None, stored: dict[tuple[str, str], Obj], target: str) -> Condition:
+    """``Updated``: True once every child runs ``target``; else the child the rollout waits
+    for, and why when it failed (its error condition, which names the Job)."""
+    if step is None:
+        return cond.true("Updated", message=f"every resource runs {target}")
+    child = stored.get((step.kind, step.name)) or {}
+    for raw in (child.get("status") or {}).get("conditions") or []:
+        failed = raw.get("status") == cond.FALSE and raw.get("reason") in cond.ERROR_REASONS
+        if failed and raw.get("type") != cond.READY:
+            return cond.false("Updated", "UpdateFailed", f"{step.kind} {step.name}: {raw.get('message')}; the "
+                              f"rollout to {target} stops here (the resources after it keep their version)")
+    return cond.false("Updated", "UpdateInProgress",
+                      f"{step.kind} {step.name}: rolling out {target} ({step.position} of {step.total})")
 
 
 # Deletion order of a MultiRegionCloud's resources, one phase at a time. Keystone goes last:
@@ -232,12 +318,14 @@ async def reconcile_identity(kube: Kube, ids: Obj) -> float | None:
         desired = objects.identity_objects(ids, creds)
         by = {(o["kind"], name(o)): o for o in desired}
         n = name(ids)
-        early = [o for o in desired if o["kind"] in ("Secret", "Service")]
+        early = [o for o in desired if o["kind"] in ("Secret", "Service", "PodDisruptionBudget")]
         stored = await apply.ensure_all(kube, early)
+        # a budget scaled down to one replica, a schema Job of a previous version
+        await apply.prune(kube, ids, ("PodDisruptionBudget", "Job"), desired)
         requeue = await rotate_fernet_keys(kube, stored[("Secret", f"{n}-fernet-keys")], spec, extra)
         conds.append(cond.true("ServiceConfigReady", message="configuration rendered"))
         conds.append(cond.true("CreateServiceReady", message="Services created"))
-        db_sync = await apply.ensure(kube, by[("Job", f"{n}-db-sync")])
+        db_sync = await apply.ensure(kube, by[("Job", objects.schema_job_name(f"{n}-db-sync", spec))])
         conds.append(job_condition("DBSyncReady", db_sync, "keystone-manage db_sync"))
         if job_state(db_sync) != "done":
             conds.append(cond.unknown("BootstrapReady", "Requested", "waiting for db_sync"))
@@ -256,7 +344,10 @@ async def reconcile_identity(kube: Kube, ids: Obj) -> float | None:
             extra["apiEndpoints"] = {"public": urls.public, "internal": urls.internal}
     except Stop:
         pass
+    except apply.NotOwned as exc:
+        conds.append(not_owned(exc))
     finally:
+        deployed_version(ids, spec, conds, extra)
         await write_status(kube, ids, conds, extra)
     return requeue
 
@@ -268,10 +359,15 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
     Credential keys are not rotated: keystone must re-encrypt every stored credential
     (``credential_migrate``) between two rotations, which is not a key-file change."""
     try:
-        interval = fernet.parse_duration(spec["fernetRotationInterval"])
+        policy = fernet.KeyPolicy.of(spec)
+        problem = policy.problem()
     except ValueError as exc:
-        LOG.warning("%s/%s: %s; keys not rotated", ns(keys), name(keys), exc)
+        problem = str(exc)
+    if problem:
+        # Rotating with too few keys would end valid tokens early: not at all, and say why.
+        LOG.warning("%s/%s: %s; keys not rotated", ns(keys), name(keys), problem)
         return None
+    interval = policy.interval
     now = now or datetime.now(UTC).replace(microsecond=0)
     stamp = (keys["metadata"].get("annotations") or {}).get(fernet.ROTATED_AT)
     if stamp and not fernet.valid_stamp(stamp):
@@ -283,7 +379,7 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
         patch = {"metadata": {"annotations": {fernet.ROTATED_AT: now.isoformat()}}}
     elif fernet.due(stamp, interval, now):
         current = secret_text(keys)
-        rotated = fernet.rotate(current, fernet.new_key())
+        rotated = fernet.rotate(current, fernet.new_key(), max_active=policy.max_active)
         data: dict[str, str | None] = {k: base64.b64encode(v.encode()).decode() for k, v in rotated.items()}
         data.update(apply.removed_keys(current, rotated))  # the dropped secondaries
         # resourceVersion makes the patch conditional: two writers cannot rotate twice.
@@ -365,10 +461,10 @@ async def network_attachments(kube: Kube, region: Obj, nads: list[str], conds: l
     return {nad: sorted(set(addresses)) for nad, addresses in ips.items()}
 
 
-def db_sync_of(deployment: str) -> str:
+def db_sync_of(deployment: str, spec: Obj) -> str:
     """The schema Job a Region's Deployment waits for: ``<region>-neutron`` ->
-    ``<region>-neutron-db-sync``, ``<region>-nova-api`` -> ``<region>-nova-db-sync``."""
-    return deployment.removesuffix("-api") + "-db-sync"
+    ``<region>-neutron-db-sync-<version>``, ``<region>-nova-api`` -> ``<region>-nova-db-sync-<version>``."""
+    return objects.schema_job_name(deployment.removesuffix("-api") + "-db-sync", spec)
 
 
 async def reconcile_region(kube: Kube, region: Obj) -> None:
@@ -395,7 +491,7 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
             await existing_control_plane(kube, region, existing, creds, keystone, conds, extra)
         # A Deployment whose schema Job has not succeeded waits (neutron, nova-api, cinder-api).
         jobs = {name(o) for o in desired if o["kind"] == "Job"}
-        gated = {name(o) for o in desired if o["kind"] == "Deployment" and db_sync_of(name(o)) in jobs}
+        gated = {name(o) for o in desired if o["kind"] == "Deployment" and db_sync_of(name(o), spec) in jobs}
         desired_now = [o for o in desired if o["kind"] != "Deployment" or name(o) not in gated]
         nads = spec["neutron"].get("networkAttachments") or []
         if nads and not existing:
@@ -404,7 +500,7 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
         stored = await apply.ensure_all(kube, desired_now)
         await apply.prune(kube, region, MANAGED_KINDS, desired)
         async def after_db_sync(type_: str, deployment: str, replicas: int, what: str) -> None:
-            db_sync = stored[("Job", db_sync_of(deployment))]
+            db_sync = stored[("Job", db_sync_of(deployment, spec))]
             if job_state(db_sync) != "done":
                 conds.append(job_condition(type_, db_sync, f"{what} schema"))
                 return
@@ -436,7 +532,10 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
                                         f"waiting for CentralNetwork {spec['centralNetworkRef']} to register it"))
     except Stop:
         pass
+    except apply.NotOwned as exc:
+        conds.append(not_owned(exc))
     finally:
+        deployed_version(region, spec, conds, extra)
         await write_status(kube, region, conds, extra)
 
 
@@ -444,6 +543,10 @@ async def existing_control_plane(kube: Kube, region: Obj, existing: Obj, creds: 
                                  keystone: objects.Endpoints, conds: list[Condition], extra: dict[str, Any]) -> None:
     """RHOSO: patch the local plugin into an OpenStackControlPlane's Neutron and mirror its readiness."""
     where = existing.get("namespace") or ns(region)
+    refused = outside_allowed(region, where, "spec.existingControlPlane.namespace")
+    if refused is not None:
+        conds.append(refused)
+        raise Stop
     oscp = await kube.get("OpenStackControlPlane", where, existing["name"])
     if oscp is None:
         conds.append(cond.false("NeutronReady", "ControlPlaneNotFound",
@@ -468,20 +571,70 @@ async def existing_control_plane(kube: Kube, region: Obj, existing: Obj, creds: 
 
 async def delete_region(kube: Kube, region: Obj) -> bool:
     """Deregister first: delete its EndpointRegistrations (their cleanup removes the
-    endpoints) and wait for them to go."""
+    endpoints) and wait for them to go; then remove its pod from the Isthmus registry."""
     regs = [r for r in await kube.list("EndpointRegistration", ns(region), {"app.kubernetes.io/instance": name(region)})
             if apply.owned_by(r, region)]
     for reg in regs:
         if not reg["metadata"].get("deletionTimestamp"):
             await kube.delete("EndpointRegistration", ns(region), name(reg))
-    return not regs
+    if regs:
+        return False
+    return await remove_from_registry(kube, region)
+
+
+def _going(found: Obj | None) -> bool:
+    """Whether a resource as read is gone or going."""
+    return found is None or bool(found["metadata"].get("deletionTimestamp"))
+
+
+async def remove_from_registry(kube: Kube, region: Obj) -> bool:
+    """A Region removed from a cloud whose central network stays leaves the registry
+    (objects.remove_pod_job), once nothing users own lives in it; until then the Region
+    stays, its ``RegistryReleased`` condition saying what holds it. Nothing to do when
+    it never joined central, or when central (or the whole cloud) is going: the
+    registry goes with it."""
+    spec = model.defaulted_spec("Region", region.get("spec"))
+    if not spec["neutron"]["crossRegion"]["enabled"] or not spec.get("centralNetworkRef"):
+        return True
+    cnet = await kube.get("CentralNetwork", ns(region), spec["centralNetworkRef"])
+    if cnet is None or _going(cnet):
+        return True
+    cloud = next((ref["name"] for ref in region["metadata"].get("ownerReferences") or []
+                  if ref.get("kind") == "MultiRegionCloud"), None)
+    if cloud and _going(await kube.get("MultiRegionCloud", ns(region), cloud)):
+        return True
+    job = await apply.ensure(kube, objects.remove_pod_job(region, cnet))
+    if job_state(job) == "done":
+        return True
+    held = await last_failure(kube, job)
+    released = (cond.false("RegistryReleased", "RegionHeld", held) if held else
+                cond.unknown("RegistryReleased", "Running", f"Job {name(job)} running"))
+    kept = [Condition.from_dict(c) for c in (region.get("status") or {}).get("conditions") or []
+            if c.get("type") not in (cond.READY, released.type)]
+    await write_status(kube, region, [*kept, released])
+    return False
+
+
+async def last_failure(kube: Kube, job: Obj) -> str:
+    """The termination message of the latest failed run of ``job``'s container ("" if none)."""
+    newest = ("", "")
+    for pod in await kube.list("Pod", ns(job), {"job-name": name(job)}):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            for state in (status.get("state") or {}, status.get("lastState") or {}):
+                ended = state.get("terminated") or {}
+                if ended.get("exitCode") and (ended.get("finishedAt") or "") >= newest[0]:
+                    newest = (ended.get("finishedAt") or "", (ended.get("message") or "").strip())
+    return newest[1]
 
 
 # --- CentralNetwork --------------------------------------------------------------------------------------------------
 
 async def registrable_regions(kube: Kube, cnet: Obj) -> list[tuple[str, str]]:
     """Regions of this central network whose Neutron is up and whose ranges agree.
-    (Not "Ready": a Region's Ready waits for this very registration.)"""
+    (Not "Ready": a Region's Ready waits for this very registration.) A region once
+    registered stays while its Region exists: its Neutron restarting (an upgrade rolling
+    it) is not a reason to drop it, which churned the pods Job and flapped its Ready."""
+    registered = {r.get("region") for r in (cnet.get("status") or {}).get("registeredRegions") or []}
     out = []
     for region in await kube.list("Region", ns(cnet)):
         spec = model.defaulted_spec("Region", region.get("spec"))
@@ -491,7 +644,7 @@ async def registrable_regions(kube: Kube, cnet: Obj) -> list[tuple[str, str]]:
             continue
         found = {t: cond.find((region.get("status") or {}).get("conditions") or [], t)
                  for t in ("NeutronReady", "CrossRegionConfigValid")}
-        if all(c is not None and c.status == cond.TRUE for c in found.values()):
+        if spec["name"] in registered or all(c is not None and c.status == cond.TRUE for c in found.values()):
             out.append((spec["name"], spec.get("availabilityZone") or f"az{spec['index'] + 1}"))
     return sorted(out)
 
@@ -513,11 +666,12 @@ async def reconcile_central(kube: Kube, cnet: Obj) -> None:
         now = [o for o in desired if o["kind"] != "Deployment"]
         stored = await apply.ensure_all(kube, now)
         await apply.prune(kube, cnet, MANAGED_KINDS, desired)
-        syncs = [stored[("Job", f"{n}-isthmus-db-sync")], stored[("Job", f"{n}-neutron-db-sync")]]
+        syncs = [stored[("Job", objects.schema_job_name(f"{n}-{db}-db-sync", spec))] for db in ("isthmus", "neutron")]
         states = {job_state(j) for j in syncs}
+        failed = [name(j) for j in syncs if job_state(j) == "failed"]
         conds.append(cond.true("DBSyncReady", message="schemas ready") if states == {"done"} else
-                     cond.false("DBSyncReady", "BackoffLimitExceeded" if "failed" in states else "Running",
-                                "schema Jobs " + ("failed" if "failed" in states else "running")))
+                     cond.false("DBSyncReady", "BackoffLimitExceeded", f"schema Job {', '.join(failed)} failed")
+                     if failed else cond.false("DBSyncReady", "Running", "schema Jobs running"))
         if states == {"done"}:
             for type_, dep_name, replicas in (("DeploymentReady", f"{n}-neutron", spec["replicas"]),
                                               ("AdminAPIReady", f"{n}-admin-api", spec["adminAPI"]["replicas"]),
@@ -536,7 +690,10 @@ async def reconcile_central(kube: Kube, cnet: Obj) -> None:
         extra["registeredRegions"] = registered
     except Stop:
         pass
+    except apply.NotOwned as exc:
+        conds.append(not_owned(exc))
     finally:
+        deployed_version(cnet, spec, conds, extra)
         await write_status(kube, cnet, conds, extra)
 
 
@@ -552,16 +709,23 @@ async def reconcile_gateway(kube: Kube, gw: Obj) -> None:
         keystone = await keystone_for(kube, gw, spec, conds)
         regions: list[Any] = []  # the ready Region objects
         waiting: list[Any] = []  # the others, or the names of missing ones
+        selected: list[str] = []  # the region names behind the gateway, ready or not
         for ref in spec.get("regionRefs") or []:
             region = await kube.get("Region", ns(gw), ref)
             (regions if region is not None and cond.child_ready(region) else waiting).append(region or ref)
+            if region is not None:
+                selected.append(region["spec"]["name"])
         backends = objects.gateway_backends(gw, regions)
         if waiting:
             names = [w if isinstance(w, str) else name(w) for w in waiting]
             conds.append(cond.false("BackendsReady", "Waiting", "waiting for Region " + ", ".join(sorted(names))))
         else:
             conds.append(cond.true("BackendsReady", message=f"{len(backends)} regions behind the gateway"))
-        desired = objects.gateway_objects(gw, creds, keystone, backends)
+        if any(isinstance(w, str) for w in waiting):
+            # A Region it names and that no read found: not a reason to stop serving that
+            # region ([gateway] regions would lose it and the pods roll). Wait as it is.
+            raise Stop
+        desired = objects.gateway_objects(gw, creds, keystone, backends, selected)
         stored = await apply.ensure_all(kube, desired)
         await apply.prune(kube, gw, MANAGED_KINDS, desired)
         dep = stored[("Deployment", name(gw))]
@@ -572,7 +736,10 @@ async def reconcile_gateway(kube: Kube, gw: Obj) -> None:
         extra["configHash"] = dep["spec"]["template"]["metadata"]["annotations"][objects.CONFIG_HASH]
     except Stop:
         pass
+    except apply.NotOwned as exc:
+        conds.append(not_owned(exc))
     finally:
+        deployed_version(gw, spec, conds, extra)
         await write_status(kube, gw, conds, extra)
 
 
@@ -592,6 +759,10 @@ async def reconcile_ccm(kube: Kube, ccm: Obj) -> None:
             conds.append(cond.false("InputReady", "SecretNotFound",
                                     f"Secret {ref.get('name')} with {id_key} and {secret_key} not found"))
             raise Stop
+        refused = outside_allowed(ccm, spec["target"]["namespace"], "spec.target.namespace")
+        if refused is not None:
+            conds.append(refused)
+            raise Stop
         conds.append(cond.true("InputReady", message="application credential present"))
         ids = await kube.get("IdentityService", ns(ccm), spec["keystoneRef"])
         ids = ids or {"metadata": {"name": spec["keystoneRef"], "namespace": ns(ccm)}, "spec": {}}
@@ -610,6 +781,8 @@ async def reconcile_ccm(kube: Kube, ccm: Obj) -> None:
                       "renderedHash": objects.rendered_hash(desired[:1]), "regions": regions})
     except Stop:
         pass
+    except apply.NotOwned as exc:
+        conds.append(not_owned(exc))
     finally:
         await write_status(kube, ccm, conds, extra)
 
@@ -617,8 +790,9 @@ async def reconcile_ccm(kube: Kube, ccm: Obj) -> None:
 async def delete_ccm(kube: Kube, ccm: Obj) -> bool:
     """The rendered Secret lives in another namespace, out of reach of owner-reference GC."""
     spec = model.defaulted_spec("CloudControllerConfig", ccm.get("spec"))
-    await apply.prune(kube, ccm, ("Secret", "ConfigMap"), [], namespace=spec["target"]["namespace"])
-    return True
+    if outside_allowed(ccm, spec["target"]["namespace"], "spec.target.namespace") is None:
+        await apply.prune(kube, ccm, ("Secret", "ConfigMap"), [], namespace=spec["target"]["namespace"])
+    return True  # not allowed there: nothing was ever written there
 
 
 # --- EndpointRegistration --------------------------------------------------------------------------------------------
@@ -646,6 +820,8 @@ async def reconcile_registration(kube: Kube, reg: Obj) -> None:
             extra["registered"] = dict(spec["endpoints"])
     except Stop:
         pass
+    except apply.NotOwned as exc:
+        conds.append(not_owned(exc))
     finally:
         await write_status(kube, reg, conds, extra)
 
@@ -666,6 +842,7 @@ async def delete_registration(kube: Kube, reg: Obj) -> bool:
     uid = (reg["metadata"].get("uid") or "")[:8]
     job["metadata"]["name"] = f"{name(reg)}-deregister" + (f"-{uid}" if uid else "")
     job["metadata"].pop("ownerReferences", None)  # must outlive the registration it cleans up
+    job["metadata"].setdefault("annotations", {})[objects.OWNER_ANNOTATION] = objects.owner_mark(reg)
     stored = await apply.ensure(kube, job)
     return job_state(stored) == "done"
 

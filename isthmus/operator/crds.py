@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from isthmus.operator import GROUP, VERSION
+from isthmus.operator.fernet import DURATION_PATTERN
 
 Schema = dict[str, Any]
 
@@ -107,6 +108,12 @@ TLS = obj({
     "enabled": boolean("Serve https and advertise https endpoints.", False),
     "caBundleSecretName": string("Secret with ca.crt trusted by every service."),
     "publicCertSecret": string("Secret with tls.crt/tls.key mounted into every API pod."),
+    "issuerRef": obj({
+        "name": string("The cert-manager Issuer or ClusterIssuer."),
+        "kind": string("Issuer or ClusterIssuer.", default="Issuer", enum=["Issuer", "ClusterIssuer"]),
+        "group": string("The issuer's API group.", default="cert-manager.io"),
+    }, "A cert-manager issuer: the MultiRegionCloud then requests publicCertSecret as a Certificate "
+       "for every host its endpoints name (cert-manager must be installed).", required=["name"]),
 }, rules=[("!self.enabled || has(self.publicCertSecret)", "tls.enabled needs tls.publicCertSecret")], default={})
 
 EXTERNAL_SERVICE = obj({
@@ -129,8 +136,14 @@ def identity_section() -> Schema:
         "replicas": replicas(),
         "database": DATABASE,
         "memcachedServers": strings("host:port of memcached servers for Keystone's cache."),
-        "fernetRotationInterval": string("How often the operator rotates the fernet keys (Go duration; 0: never).",
-                                         default="24h", pattern=r"^(0|([0-9]+(\.[0-9]+)?(h|m|s|ms))+)$"),
+        "fernetRotationInterval": string("How often the operator rotates the fernet keys (Go duration; 0: never). "
+                                         "It keeps ceil((tokenExpiration + allowExpiredWindow) / interval) + 2 "
+                                         "keys, at most 100.", default="24h", pattern=DURATION_PATTERN),
+        "tokenExpiration": string("How long a token is valid (Go duration; keystone's [token] expiration).",
+                                  default="24h", pattern=DURATION_PATTERN),
+        "allowExpiredWindow": string("How long after expiry keystone still validates a token for a service "
+                                     "(Go duration; [token] allow_expired_window).", default="48h",
+                                     pattern=DURATION_PATTERN),
         "service": SERVICE_OVERRIDES,
         "external": obj({"publicURL": string(), "internalURL": string()},
                         "Use an existing Keystone instead of deploying one.",
@@ -202,8 +215,8 @@ def api_gateway_section() -> Schema:
         "placementPolicy": string("Where a project's first server or volume binds it: the region with the fewest "
                                   "bound projects, or the most free RAM and VCPUs (Placement).",
                                   default="fewest_projects", enum=["fewest_projects", "most_free_capacity"]),
-        "regionSelector": strings("Regions behind the gateway (default: all)."),
-        "azMapping": string_map("Region -> availability zone (default: each region's own)."),
+        "regionSelector": strings("Regions behind the gateway (default: all): its [gateway] regions. A region's "
+                                  "availability zone is the Region's own (the registry every component reads)."),
     }, default={})
 
 
@@ -226,7 +239,12 @@ def ccm_section() -> Schema:
         default={})
 
 
+DEFAULT_VERSION = "0.1.0"
+
 COMMON_SPEC: dict[str, Schema] = {
+    "version": string("The Isthmus release to run: the tag of every image not named in images, and the name "
+                      "of the schema Jobs that migrate to it. Changing it on a MultiRegionCloud upgrades the "
+                      "children one at a time (docs/operator.md, Upgrades).", default=DEFAULT_VERSION),
     "secret": string("Secret with admin-password, service-password, database-password and transport-url."),
     "images": string_map("Container image per service (keystone, neutron, nova, isthmus); default: built-in."),
     "nodeSelector": string_map("Node selector of every pod."),
@@ -309,6 +327,7 @@ def endpoint_registration_spec() -> Schema:
         "region": region_name("Region of the endpoints."),
         "endpoints": ENDPOINTS,
         "image": string("Image of the registration Job."),
+        "tls": TLS,
     }, required=["serviceType", "serviceName", "region", "endpoints", "keystoneRef"],
         rules=[("self.region == oldSelf.region", "an endpoint registration's region is immutable")])
 
@@ -331,27 +350,32 @@ ENDPOINT_MAP = string_map("service type -> URL")
 
 STATUS_FIELDS: dict[str, dict[str, Schema]] = {
     "MultiRegionCloud": {
+        "deployedVersion": string("The version every child runs (set when an upgrade is complete)."),
         "identity": obj({"endpoints": ENDPOINTS}),
         "regions": {"type": "array", "items": obj({"name": string(), "ready": {"type": "boolean"},
-                                                   "endpoints": ENDPOINT_MAP})},
+                                                   "version": string(), "endpoints": ENDPOINT_MAP})},
         "centralNetwork": obj({"endpoint": string()}),
         "apiGateway": obj({"endpoint": string()}),
     },
     "IdentityService": {
+        "deployedVersion": string("The version its schema Jobs migrated to and its Deployments run, all Ready."),
         "apiEndpoints": ENDPOINTS, "region": string(), "readyReplicas": {"type": "integer"},
         "fernetKeysRotatedAt": string(format="date-time"),
     },
     "Region": {
+        "deployedVersion": string("The version its schema Jobs migrated to and its Deployments run, all Ready."),
         "endpoints": ENDPOINT_MAP,
         "registeredWithCentral": obj({"registered": {"type": "boolean"}, "podId": string()}),
         "networkAttachments": {"type": "object", "additionalProperties": strings("")},
         "customServiceConfig": string("The snippet patched into an existing OpenStackControlPlane."),
     },
     "CentralNetwork": {
+        "deployedVersion": string("The version its schema Jobs migrated to and its Deployments run, all Ready."),
         "endpoint": string(), "adminAPIEndpoint": string(),
         "registeredRegions": {"type": "array", "items": obj({"region": string(), "availabilityZone": string()})},
     },
     "APIGateway": {
+        "deployedVersion": string("The version its schema Jobs migrated to and its Deployments run, all Ready."),
         "endpoint": string(),
         "backends": {"type": "array", "items": obj({"region": string(), "novaURL": string(), "cinderURL": string(),
                                                     "az": string()})},

@@ -14,10 +14,13 @@ accepts; a pod still on the previous set decrypts the new primary's tokens.
 from __future__ import annotations
 
 import base64
+import math
 import re
 import secrets as _secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from isthmus.operator import GROUP
 
@@ -25,21 +28,73 @@ ROTATED_AT = f"{GROUP}/fernet-keys-rotated-at"
 # keystone's [fernet_tokens] max_active_keys default: staged + primary + one secondary,
 # so tokens issued before the last rotation stay valid until the next one.
 MAX_ACTIVE_KEYS = 3
+# Keystone tries every key on every token it validates: an interval that needs more
+# keys than this is refused (identity.fernetRotationInterval), not served slowly.
+MAX_KEYS = 100
+DURATION_PATTERN = r"^(0|([0-9]+(\.[0-9]+)?(h|m|s|ms))+)$"
+
+
+def keys_needed(interval: timedelta, token_expiration: timedelta, allow_expired_window: timedelta) -> int:
+    """How many keys the repository keeps so that no token dies early.
+
+    A token is signed by the primary. Each rotation pushes it one secondary further,
+    and it must survive every rotation within the token's life: its expiration, plus
+    the window in which keystone still validates an expired token for a service
+    (``allow_expired_window``). That is ceil(life / interval) secondaries, plus the
+    primary and the staged key. With no rotation, keystone's default."""
+    if interval <= timedelta(0):
+        return MAX_ACTIVE_KEYS
+    return math.ceil((token_expiration + allow_expired_window) / interval) + 2
+
+
+def check_keys(interval: timedelta, token_expiration: timedelta, allow_expired_window: timedelta) -> str | None:
+    """Why the rotation interval cannot be served (None: it can), naming the field."""
+    needed = keys_needed(interval, token_expiration, allow_expired_window)
+    if needed <= MAX_KEYS:
+        return None
+    life = token_expiration + allow_expired_window
+    shortest = timedelta(seconds=math.ceil(life.total_seconds() / (MAX_KEYS - 2)))
+    return (f"fernetRotationInterval: {interval} would keep {needed} fernet keys (tokens live "
+            f"tokenExpiration {token_expiration} + allowExpiredWindow {allow_expired_window}); at most "
+            f"{MAX_KEYS}: rotate every {shortest} or less often, or shorten the tokens' life")
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
-def parse_duration(text: str) -> timedelta:
-    """A Go duration (``24h``, ``1h30m``, ``90s``); ``0`` disables rotation.
-    Raises ValueError naming the text otherwise."""
+def parse_duration(text: str, field: str = "fernetRotationInterval") -> timedelta:
+    """A Go duration (``24h``, ``1h30m``, ``90s``); ``0`` is none (no rotation).
+    Raises ValueError naming the field and the text otherwise."""
     text = (text or "").strip()
     if text == "0":
         return timedelta(0)
     parts = _DURATION_PART.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"fernetRotationInterval: {text!r} is not a duration like 24h, 1h30m or 90s")
+        raise ValueError(f"{field}: {text!r} is not a duration like 24h, 1h30m or 90s")
     return timedelta(seconds=sum(float(n) * _UNIT_SECONDS[u] for n, u in parts))
+
+
+@dataclass(frozen=True)
+class KeyPolicy:
+    """An IdentityService's rotation interval and its tokens' life."""
+
+    interval: timedelta
+    token_expiration: timedelta
+    allow_expired_window: timedelta
+
+    @classmethod
+    def of(cls, identity: Mapping[str, Any]) -> KeyPolicy:
+        """From a defaulted identity spec; ValueError names the field that is wrong."""
+        return cls(parse_duration(identity["fernetRotationInterval"]),
+                   parse_duration(identity["tokenExpiration"], "tokenExpiration"),
+                   parse_duration(identity["allowExpiredWindow"], "allowExpiredWindow"))
+
+    @property
+    def max_active(self) -> int:
+        return keys_needed(self.interval, self.token_expiration, self.allow_expired_window)
+
+    def problem(self) -> str | None:
+        return check_keys(self.interval, self.token_expiration, self.allow_expired_window)
 
 
 def new_key() -> str:

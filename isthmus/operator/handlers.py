@@ -9,7 +9,8 @@ What each reconcile does lives in :mod:`isthmus.operator.controllers`.
 
 Settings: ``ISTHMUS_OPERATOR_RESYNC`` (seconds between timer ticks, default 60),
 ``ISTHMUS_OPERATOR_CLEANUP_RETRY`` (seconds before an unfinished deletion cleanup looks
-again, default 2).
+again, default 2), ``ISTHMUS_OPERATOR_LEASE`` (leader election, :mod:`isthmus.operator.leader`),
+``ISTHMUS_OPERATOR_TARGET_NAMESPACES`` (:func:`isthmus.operator.controllers.target_namespaces`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import kopf
 from isthmus.operator import GROUP, MANAGED_BY, VERSION, controllers
 from isthmus.operator.crds import KINDS
 from isthmus.operator.kube import Kube
+from isthmus.operator.leader import Leadership
 
 LOG = logging.getLogger(__name__)
 Key = tuple[str, str, str]  # kind, namespace, name
@@ -128,6 +130,12 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{GROUP}/cleanup"
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = int(os.environ.get("ISTHMUS_OPERATOR_WATCH_TIMEOUT", "300"))
+    # Several replicas: only the Lease holder goes past this point (kopf starts no watch
+    # before its startup handlers are done); see isthmus.operator.leader.
+    leadership = Leadership.from_env()
+    if leadership is not None:
+        STATE["leadership"] = leadership
+        await leadership.acquire()
 
 
 @kopf.on.login()
@@ -156,6 +164,9 @@ async def shutdown(**_: Any) -> None:
     work = STATE.pop("queue", None)
     if work is not None:
         await work.stop()
+    leadership = STATE.pop("leadership", None)
+    if leadership is not None:
+        await leadership.release()  # the standby takes over now, not after the lease runs out
 
 
 # --- what an event enqueues ------------------------------------------------------------------------------------------

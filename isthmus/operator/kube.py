@@ -52,10 +52,14 @@ CORE = {
     "Pod": Resource("", "v1", "pods", "Pod"),
     "Deployment": Resource("apps", "v1", "deployments", "Deployment"),
     "Job": Resource("batch", "v1", "jobs", "Job"),
+    "PodDisruptionBudget": Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
     "NetworkAttachmentDefinition": Resource("k8s.cni.cncf.io", "v1", "network-attachment-definitions",
                                             "NetworkAttachmentDefinition"),
     "OpenStackControlPlane": Resource("core.openstack.org", "v1beta1", "openstackcontrolplanes",
                                       "OpenStackControlPlane"),
+    "Certificate": Resource("cert-manager.io", "v1", "certificates", "Certificate"),
+    "CustomResourceDefinition": Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                         "CustomResourceDefinition", namespaced=False),
 }
 
 

@@ -94,9 +94,11 @@ def validate_cloud(spec: dict[str, Any]) -> list[str]:
     for name in ("identity", "centralNetwork", "apiGateway"):
         _replicas(f"spec.{name}", spec[name], errors)
     try:
-        fernet.parse_duration(spec["identity"]["fernetRotationInterval"])
+        problem = fernet.KeyPolicy.of(spec["identity"]).problem()
     except ValueError as exc:
-        errors.append(f"spec.identity.{exc}")
+        problem = str(exc)
+    if problem:
+        errors.append(f"spec.identity.{problem}")
     if spec["identity"].get("external") and spec["identity"].get("database"):
         errors.append("spec.identity: external and database are exclusive")
     if spec["tls"]["enabled"] and not spec["tls"].get("publicCertSecret"):

@@ -16,24 +16,34 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets as _secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-from isthmus.operator import API_VERSION, MANAGED_BY, model
+from sqlalchemy.engine import url as sa_url
+
+from isthmus.operator import API_VERSION, MANAGED_BY, fernet, model
+from isthmus.operator.crds import DEFAULT_VERSION
 from isthmus.render import cloudconf, compute, ini, neutron, services
 from isthmus.render.ini import ISTHMUS_USER, ServiceUser
 
 Obj = dict[str, Any]
 
-DEFAULT_IMAGE = "quay.io/isthmus/isthmus:0.1.0"
+DEFAULT_REPOSITORY = "quay.io/isthmus/isthmus"
+DEFAULT_IMAGE = f"{DEFAULT_REPOSITORY}:{DEFAULT_VERSION}"
 CONFIG_HASH = "isthmus.dev/config-hash"
 GENERATED = "isthmus.dev/generated"  # created once, never patched (keys, generated passwords)
 CREATE_ONLY = "isthmus.dev/create-only"  # Jobs: their pod template is immutable
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 REGION_LABEL = "isthmus.dev/region"
+# On objects written outside the owner's namespace, where owner references do not
+# reach: "Kind/namespace/name" of the resource they belong to (isthmus.operator.apply).
+OWNER_ANNOTATION = "isthmus.dev/owner"
 TLS_DIR = "/etc/isthmus/tls"
+CA_DIR = "/etc/isthmus/ca"  # tls.caBundleSecretName, in every pod: what clients trust
 
 KEYSTONE_PORT = 5000
 NEUTRON_PORT = 9696
@@ -132,9 +142,16 @@ def metadata(owner: Obj, name: str, component: str, region: str | None = None,
     # (and GC mishandles) cross-namespace owners.
     if meta["namespace"] == owner["metadata"].get("namespace", "default"):
         meta["ownerReferences"] = [owner_reference(owner)]
+    else:
+        annotations = {**(annotations or {}), OWNER_ANNOTATION: owner_mark(owner)}
     if annotations:
         meta["annotations"] = dict(annotations)
     return meta
+
+
+def owner_mark(owner: Obj) -> str:
+    meta = owner["metadata"]
+    return f"{owner['kind']}/{meta.get('namespace', 'default')}/{meta['name']}"
 
 
 def namespace_of(obj: Obj) -> str:
@@ -142,8 +159,43 @@ def namespace_of(obj: Obj) -> str:
     return namespace
 
 
+def service_user(spec: Mapping[str, Any], keystone: Endpoints, username: str, password: str,
+                 region: str) -> ServiceUser:
+    """A service user calling Keystone's internal URL, telling clients its public one, and
+    trusting ``tls.caBundleSecretName`` (mounted in every pod) when given."""
+    return ServiceUser(keystone.internal, username, password, region, keystone.public, ca_file(spec))
+
+
+def ca_file(spec: Mapping[str, Any]) -> str | None:
+    return f"{CA_DIR}/ca.crt" if (spec.get("tls") or {}).get("caBundleSecretName") else None
+
+
+def served_tls(spec: Mapping[str, Any]) -> services.TLSFiles | None:
+    """``[ssl]`` of an Isthmus API (the gateway, the Admin API) when ``tls.enabled``: the
+    certificate pod_spec mounts, so the URL registered as https is served as https."""
+    tls = spec.get("tls") or {}
+    if tls.get("enabled") and tls.get("publicCertSecret"):
+        return services.TLSFiles(f"{TLS_DIR}/tls.crt", f"{TLS_DIR}/tls.key")
+    return None
+
+
 def image(spec: Mapping[str, Any], service: str) -> str:
-    return (spec.get("images") or {}).get(service) or (spec.get("images") or {}).get("isthmus") or DEFAULT_IMAGE
+    """The image named in ``images`` (per service, or ``isthmus`` for all), else Isthmus'
+    image at the resource's ``version``."""
+    named = (spec.get("images") or {}).get(service) or (spec.get("images") or {}).get("isthmus")
+    return named or f"{DEFAULT_REPOSITORY}:{spec.get('version') or DEFAULT_VERSION}"
+
+
+def version_slug(spec: Mapping[str, Any]) -> str:
+    """``version`` as a name part (DNS-1123): ``2025.1-rc.1`` -> ``2025-1-rc-1``."""
+    slug = re.sub(r"[^a-z0-9]+", "-", str(spec.get("version") or DEFAULT_VERSION).lower()).strip("-")
+    return slug[:20].rstrip("-") or "v"
+
+
+def schema_job_name(base: str, spec: Mapping[str, Any]) -> str:
+    """A schema Job per target version (``<base>-<version>``): Jobs are immutable and
+    create-only, so a fixed name never ran the migrations of a new image again."""
+    return f"{base}-{version_slug(spec)}"
 
 
 def config_hash(*objects: Obj) -> str:
@@ -169,9 +221,13 @@ def endpoints(spec: Mapping[str, Any], prefix: str, namespace: str, port: int, p
 
 
 def db_url(spec: Mapping[str, Any], creds: Credentials, database: str, section: Mapping[str, Any] | None = None) -> str:
+    """A SQLAlchemy URL built by SQLAlchemy: a password with ``@``, ``/``, ``:`` or ``%``
+    is percent-encoded (pasted into a string it broke the URL)."""
     server = (section or {}).get("database") or spec["database"]
-    return (f"mysql+pymysql://{database}:{creds.database_password}@{server['host']}:{server.get('port', 3306)}"
-            f"/{database}?charset=utf8")
+    url = sa_url.URL.create("mysql+pymysql", username=database, password=creds.database_password,
+                            host=server["host"], port=int(server.get("port", 3306)), database=database,
+                            query={"charset": "utf8"})
+    return url.render_as_string(hide_password=False)
 
 
 # --- generic object builders -----------------------------------------------------------------------------------------
@@ -227,7 +283,8 @@ class Pod:
 
 def pod_spec(spec: Mapping[str, Any], pod: Pod, restart: str = "Always") -> dict[str, Any]:
     container: dict[str, Any] = {"name": pod.component, "image": pod.image, "command": list(pod.command)}
-    env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in pod.env]
+    # kubelet expands $(VAR) in env values and reduces $$ to $: a literal $ is written $$.
+    env: list[dict[str, Any]] = [{"name": key, "value": value.replace("$", "$$")} for key, value in pod.env]
     env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
             for var, name, key in pod.secret_env]
     if env:
@@ -243,6 +300,13 @@ def pod_spec(spec: Mapping[str, Any], pod: Pod, restart: str = "Always") -> dict
     if tls.get("enabled") and tls.get("publicCertSecret") and pod.port:
         mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
         volumes.append({"name": "tls", "secret": {"secretName": tls["publicCertSecret"]}})
+    if tls.get("caBundleSecretName"):
+        # Every pod trusts the bundle: the config files' cafile (service_user) and, for the
+        # openstack clients of the Jobs, OS_CACERT.
+        mounts.append({"name": "ca", "mountPath": CA_DIR, "readOnly": True})
+        volumes.append({"name": "ca", "secret": {"secretName": tls["caBundleSecretName"]}})
+        env.append({"name": "OS_CACERT", "value": f"{CA_DIR}/ca.crt"})
+        container["env"] = env
     if mounts:
         container["volumeMounts"] = mounts
     if pod.port:
@@ -269,15 +333,41 @@ def deployment(owner: Obj, name: str, pod: Pod, spec: Mapping[str, Any], replica
     if networks:
         annotations[NETWORKS_ANNOTATION] = json.dumps(
             [{"name": nad, "namespace": meta["namespace"]} for nad in networks], separators=(",", ":"))
+    template_spec = pod_spec(spec, pod)
+    template_spec["affinity"] = spread_over_nodes(selector)
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": dict(meta["labels"]), "annotations": annotations},
-                         "spec": pod_spec(spec, pod)},
+                         "spec": template_spec},
         },
     }
+
+
+def spread_over_nodes(selector: Mapping[str, str]) -> dict[str, Any]:
+    """Replicas on different nodes where the scheduler can: one node's loss or drain takes
+    one replica, not all (a preference, so a one-node cluster still schedules)."""
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": dict(selector)},
+                                            "topologyKey": "kubernetes.io/hostname"}}]}}
+
+
+def disruption_budgets(owner: Obj, objs: Iterable[Obj]) -> list[Obj]:
+    """A PodDisruptionBudget (one pod down at a time) for each Deployment of ``objs`` that
+    runs more than one replica: a node drain never takes a whole API down."""
+    out = []
+    for dep in objs:
+        if dep["kind"] != "Deployment" or (dep["spec"].get("replicas") or 0) < 2:
+            continue
+        meta = dep["metadata"]
+        labels = meta["labels"]
+        pdb_meta = metadata(owner, meta["name"], labels["app.kubernetes.io/name"], labels.get(REGION_LABEL))
+        selector = {"matchLabels": dict(dep["spec"]["selector"]["matchLabels"])}
+        out.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": pdb_meta,
+                    "spec": {"maxUnavailable": 1, "selector": selector}})
+    return out
 
 
 def job(owner: Obj, name: str, pod: Pod, spec: Mapping[str, Any], hash_of: Iterable[Obj] = (),
@@ -303,7 +393,7 @@ def gunicorn(app: str, port: int, spec: Mapping[str, Any]) -> list[str]:
 
 CHILD_SUFFIX = {"IdentityService": "identity", "CentralNetwork": "central-network", "APIGateway": "api-gateway",
                 "CloudControllerConfig": "ccm"}
-COMMON_KEYS = ("secret", "images", "nodeSelector", "tls", "database")
+COMMON_KEYS = ("version", "secret", "images", "nodeSelector", "tls", "database")
 
 
 def child_name(cloud: str, kind: str, region: str | None = None) -> str:
@@ -346,9 +436,6 @@ def cloud_children(mrc: Obj) -> list[Obj]:
         section = {k: v for k, v in spec["apiGateway"].items() if k != "enabled"}
         selected = section.get("regionSelector") or region_names
         section["masterRegion"] = gateway_master
-        azs = {region["name"]: region.get("availabilityZone") or f"az{i + 1}"
-               for i, region in enumerate(spec["regions"])}
-        section["azMapping"] = {**{name: azs[name] for name in selected if name in azs}, **section.get("azMapping", {})}
         section["regionRefs"] = [child_name(cloud, "Region", name) for name in selected if name in region_names]
         children.append(_child(mrc, "APIGateway", {**common, **refs, **section}))
     ccm = spec["cloudControllerManager"]
@@ -362,6 +449,45 @@ def cloud_children(mrc: Obj) -> list[Obj]:
 
 def copy_of(value: Any) -> Any:
     return json.loads(json.dumps(value))
+
+
+# --- TLS: a cert-manager Certificate for the whole cloud --------------------------------------------------------------
+
+CERT_MANAGER_CRD = "certificates.cert-manager.io"
+
+
+def cloud_hosts(children: Iterable[Obj]) -> list[str]:
+    """Every host name the cloud's endpoints use (public and internal), sorted."""
+    urls: list[str] = []
+    for child in children:
+        kind = child["kind"]
+        defaulted = {**child, "spec": model.defaulted_spec(kind, child["spec"])}
+        if kind == "IdentityService":
+            found = [identity_endpoints(defaulted)]
+        elif kind == "Region":
+            found = list(region_endpoints(defaulted).values())
+        elif kind == "CentralNetwork":
+            neutron_urls, admin_url = central_endpoints(defaulted)
+            found = [neutron_urls, Endpoints(admin_url, admin_url)]
+        elif kind == "APIGateway":
+            found = [gateway_endpoints(defaulted)]
+        else:
+            continue
+        urls += [u for e in found for u in (e.public, e.internal)]
+    return sorted({host for host in (urlsplit(u).hostname for u in urls) if host})
+
+
+def certificate(mrc: Obj, hosts: list[str]) -> Obj:
+    """``tls.publicCertSecret`` as a cert-manager Certificate from ``tls.issuerRef``."""
+    spec = model.defaulted_spec("MultiRegionCloud", mrc.get("spec"))
+    tls = spec["tls"]
+    issuer = tls["issuerRef"]
+    return {"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": metadata(mrc, f"{mrc['metadata']['name']}-tls", "certificate"),
+            "spec": {"secretName": tls["publicCertSecret"], "dnsNames": hosts,
+                     "issuerRef": {"name": issuer["name"], "kind": issuer.get("kind", "Issuer"),
+                                   "group": issuer.get("group", "cert-manager.io")},
+                     "usages": ["server auth"]}}
 
 
 # --- IdentityService -------------------------------------------------------------------------------------------------
@@ -383,14 +509,18 @@ def identity_objects(ids: Obj, creds: Credentials) -> list[Obj]:
     name, comp = ids["metadata"]["name"], "keystone"
     if spec.get("external"):
         return []  # an existing Keystone: nothing to deploy
+    keys = fernet.KeyPolicy.of(spec)  # the CRD's patterns made its durations parseable
     values = services.KeystoneValues(
         database_connection=db_url(spec, creds, "keystone", spec),
         fernet_key_repository="/etc/keystone/fernet-keys",
         credential_key_repository="/etc/keystone/credential-keys",
+        token_expiration=int(keys.token_expiration.total_seconds()),
+        allow_expired_window=int(keys.allow_expired_window.total_seconds()),
+        max_active_keys=min(keys.max_active, fernet.MAX_KEYS),
         memcache_servers=tuple(spec.get("memcachedServers") or ()))
     config = secret(ids, f"{name}-config", comp,
                     {"keystone.conf": ini.render(ini.prune(services.keystone_conf(values)))})
-    fernet = secret(ids, f"{name}-fernet-keys", comp, fernet_keys(), annotations={GENERATED: "true"})
+    fernet_secret = secret(ids, f"{name}-fernet-keys", comp, fernet_keys(), annotations={GENERATED: "true"})
     credential = secret(ids, f"{name}-credential-keys", comp, fernet_keys(), annotations={GENERATED: "true"})
     urls = identity_endpoints({**ids, "spec": spec})
     base = Pod(comp, image(spec, "keystone"), [], config_secret=f"{name}-config", config_dir="/etc/keystone/conf",
@@ -398,7 +528,8 @@ def identity_objects(ids: Obj, creds: Credentials) -> list[Obj]:
                extra_volumes=(("fernet-keys", f"{name}-fernet-keys", "/etc/keystone/fernet-keys"),
                               ("credential-keys", f"{name}-credential-keys", "/etc/keystone/credential-keys")))
     manage = ["keystone-manage", "--config-file", "/etc/keystone/conf/keystone.conf"]
-    db_sync = job(ids, f"{name}-db-sync", _replace(base, command=[*manage, "db_sync"]), spec, [config])
+    db_sync = job(ids, schema_job_name(f"{name}-db-sync", spec), _replace(base, command=[*manage, "db_sync"]), spec,
+                  [config])
     bootstrap = job(ids, f"{name}-bootstrap", _replace(
         base, command=["sh", "-c", " ".join(manage) + ' bootstrap --bootstrap-password "$OS_BOOTSTRAP_PASSWORD"'
                        ' --bootstrap-region-id "$OS_BOOTSTRAP_REGION_ID"'
@@ -409,8 +540,9 @@ def identity_objects(ids: Obj, creds: Credentials) -> list[Obj]:
         secret_env=(("OS_BOOTSTRAP_PASSWORD", spec["secret"], "admin-password"),)), spec, [config])
     api = deployment(ids, name, _replace(base, command=gunicorn("keystone.wsgi.api:application", KEYSTONE_PORT, spec),
                                          port=KEYSTONE_PORT), spec, spec["replicas"], [config])
-    return [config, fernet, credential, db_sync, bootstrap, api,
-            *service_pair(ids, name, comp, KEYSTONE_PORT, None, spec.get("service"))]
+    return [config, fernet_secret, credential, db_sync, bootstrap, api,
+            *service_pair(ids, name, comp, KEYSTONE_PORT, None, spec.get("service")),
+            *disruption_budgets(ids, [api])]
 
 
 def _replace(pod: Pod, **changes: Any) -> Pod:
@@ -457,7 +589,7 @@ def region_neutron_values(region: Obj, creds: Credentials, keystone: Endpoints) 
     spec = model.defaulted_spec("Region", region.get("spec"))
     name = spec["name"]
     n = spec["neutron"]
-    user = ServiceUser(keystone.internal, "neutron", creds.service_password, name, keystone.public)
+    user = service_user(spec, keystone, "neutron", creds.service_password, name)
     cross = n["crossRegion"]["enabled"]
     return neutron.NeutronValues(
         role=neutron.LOCAL if cross else neutron.PLAIN,
@@ -466,7 +598,7 @@ def region_neutron_values(region: Obj, creds: Credentials, keystone: Endpoints) 
         service_user=user,
         database_connection=db_url(spec, creds, f"neutron_{name.lower()}"),
         transport_url=creds.transport(name),
-        central_client=ServiceUser(keystone.internal, ISTHMUS_USER, creds.service_password, name, keystone.public)
+        central_client=service_user(spec, keystone, ISTHMUS_USER, creds.service_password, name)
         if cross else None,
         availability_zone=spec.get("availabilityZone") or f"az{spec['index'] + 1}",
         mechanism_drivers=",".join(n.get("ml2MechanismDrivers") or ["openvswitch"]),
@@ -521,7 +653,7 @@ def region_objects(region: Obj, creds: Credentials, keystone: Endpoints) -> list
                                             ("OS_NEUTRON_CONFIG_FILES", ";".join(files))))
         conf_args = [arg for file in files for arg in ("--config-file", f"{conf_dir}/{file}")]
         out += [config,
-                job(region, f"{name}-neutron-db-sync",
+                job(region, schema_job_name(f"{name}-neutron-db-sync", spec),
                     _replace(pod, command=["neutron-db-manage", *conf_args, "upgrade", "heads"]), spec, [config],
                     rname),
                 deployment(region, f"{name}-neutron",
@@ -535,14 +667,14 @@ def region_objects(region: Obj, creds: Credentials, keystone: Endpoints) -> list
         section = spec[key]
         if not section["enabled"] or section["mode"] != "Deploy":
             continue
-        user = ServiceUser(keystone.internal, key, creds.service_password, rname, keystone.public)
+        user = service_user(spec, keystone, key, creds.service_password, rname)
         conf = compute_conf(key, spec, creds, user, rname)
         config = secret(region, f"{name}-{key}-config", key, {f"{key}.conf": ini.render(ini.prune(conf))}, rname)
         pod = Pod(f"{key}-api", image(spec, key), gunicorn(app, port, spec), config_secret=config["metadata"]["name"],
                   config_dir=f"/etc/{key}/conf", env=((f"OS_{key.upper()}_CONFIG_DIR", f"/etc/{key}/conf"),),
                   port=port)
         sync = _replace(pod, command=["sh", "-ec", DB_SYNC[key].format(conf=f"/etc/{key}/conf/{key}.conf")], port=None)
-        out += [config, job(region, f"{name}-{key}-db-sync", sync, spec, [config], rname),
+        out += [config, job(region, schema_job_name(f"{name}-{key}-db-sync", spec), sync, spec, [config], rname),
                 deployment(region, f"{name}-{key}-api", pod, spec, section["replicas"], [config], rname),
                 *service_pair(region, f"{name}-{key}", f"{key}-api", port, rname, spec.get("service"))]
     # The one Keystone is catalogued in every region too, as the sandbox does, so
@@ -552,7 +684,7 @@ def region_objects(region: Obj, creds: Credentials, keystone: Endpoints) -> list
         if service_type == "network" and spec.get("existingControlPlane"):
             continue  # the deploying operator registers its own Neutron
         out.append(endpoint_registration(region, spec, service_type, url, rname))
-    return out
+    return out + disruption_budgets(region, out)
 
 
 SERVICE_NAMES = {"identity": "keystone", "network": "neutron", "compute": "nova", "volumev3": "cinderv3",
@@ -566,7 +698,8 @@ def endpoint_registration(owner: Obj, spec: Mapping[str, Any], service_type: str
     return {"apiVersion": API_VERSION, "kind": "EndpointRegistration", "metadata": meta, "spec": {
         "secret": spec["secret"], "keystoneRef": spec["keystoneRef"], "serviceType": service_type,
         "serviceName": SERVICE_NAMES[service_type], "region": region,
-        "endpoints": {"public": url.public, "internal": url.internal}, "image": image(spec, "isthmus")}}
+        "endpoints": {"public": url.public, "internal": url.internal}, "image": image(spec, "isthmus"),
+        **({"tls": {"caBundleSecretName": ca}} if (ca := (spec.get("tls") or {}).get("caBundleSecretName")) else {})}}
 
 
 def custom_service_config(region: Obj, creds: Credentials, keystone: Endpoints) -> str:
@@ -596,8 +729,8 @@ def central_objects(cnet: Obj, creds: Credentials, keystone: Endpoints,
     spec = model.defaulted_spec("CentralNetwork", cnet.get("spec"))
     name, central = cnet["metadata"]["name"], spec["centralRegionName"]
     isthmus_db = db_url(spec, creds, "isthmus", spec)
-    user = ServiceUser(keystone.internal, "neutron", creds.service_password, central, keystone.public)
-    isthmus_user = ServiceUser(keystone.internal, ISTHMUS_USER, creds.service_password, central, keystone.public)
+    user = service_user(spec, keystone, "neutron", creds.service_password, central)
+    isthmus_user = service_user(spec, keystone, ISTHMUS_USER, creds.service_password, central)
     values = neutron.NeutronValues(
         role=neutron.CENTRAL, region=central, central_region=central, service_user=user,
         database_connection=db_url(spec, creds, "neutron_central", spec), transport_url=creds.transport(central),
@@ -613,7 +746,8 @@ def central_objects(cnet: Obj, creds: Credentials, keystone: Endpoints,
     n_config = secret(cnet, f"{name}-neutron-config", "neutron", neutron_files, central)
     admin_port = spec["adminAPI"]["port"]
     a_config = secret(cnet, f"{name}-admin-api-config", "isthmus-admin", {"admin-api.conf": ini.render(
-        services.admin_api_conf(services.AdminAPIValues("0.0.0.0", admin_port, isthmus_db, isthmus_user)))}, central)
+        services.admin_api_conf(services.AdminAPIValues("0.0.0.0", admin_port, isthmus_db, isthmus_user,
+                                                        tls=served_tls(spec))))}, central)
     x_config = secret(cnet, f"{name}-xjob-config", "isthmus-xjob", {"xjob.conf": ini.render(ini.prune(
         services.xjob_conf(services.XJobValues(
             isthmus_db, central, isthmus_user, metrics_port=XJOB_METRICS_PORT, metrics_bind_host="0.0.0.0",
@@ -628,13 +762,17 @@ def central_objects(cnet: Obj, creds: Credentials, keystone: Endpoints,
                     config_secret=f"{name}-admin-api-config", config_dir=i_dir, port=admin_port)
     xjob_pod = Pod("isthmus-xjob", image(spec, "isthmus"), ["isthmus-xjob", "--config-file", f"{i_dir}/xjob.conf"],
                    config_secret=f"{name}-xjob-config", config_dir=i_dir, metrics_port=XJOB_METRICS_PORT)
+    # The registry's URL holds the database password: the Jobs read it from a Secret, not
+    # from a plain env value in their (widely readable) spec.
+    db_secret = secret(cnet, f"{name}-isthmus-db", "isthmus-db", {"url": isthmus_db}, central)
+    db_env = registry_url_env(cnet)
     db_pod = Pod("isthmus-db", image(spec, "isthmus"), ["sh", "-c", 'isthmus db upgrade --db-url "$ISTHMUS_DB_URL"'],
-                 env=(("ISTHMUS_DB_URL", isthmus_db),))
+                 secret_env=db_env)
     neutron_urls, admin_url = central_endpoints(cnet)
     out = [
-        n_config, a_config, x_config,
-        job(cnet, f"{name}-isthmus-db-sync", db_pod, spec, [], central),
-        job(cnet, f"{name}-neutron-db-sync",
+        n_config, a_config, x_config, db_secret,
+        job(cnet, schema_job_name(f"{name}-isthmus-db-sync", spec), db_pod, spec, [], central),
+        job(cnet, schema_job_name(f"{name}-neutron-db-sync", spec),
             _replace(n_pod, command=["neutron-db-manage", *conf_args, "upgrade", "heads"]), spec, [n_config], central),
         deployment(cnet, f"{name}-neutron", _replace(n_pod, command=gunicorn("neutron.wsgi.api:application",
                                                                               NEUTRON_PORT, spec), port=NEUTRON_PORT),
@@ -648,21 +786,50 @@ def central_objects(cnet: Obj, creds: Credentials, keystone: Endpoints,
     ]
     pods = sorted(set(registered))
     if pods:
-        out.append(pods_job(cnet, spec, pods, isthmus_db, central))
-    return out
+        out.append(pods_job(cnet, spec, pods, db_env, central))
+    return out + disruption_budgets(cnet, out)
 
 
-def pods_job(cnet: Obj, spec: Mapping[str, Any], pods: list[tuple[str, str]], db: str, central: str) -> Obj:
+def registry_url_env(cnet: Obj) -> tuple[tuple[str, str, str], ...]:
+    """``ISTHMUS_DB_URL`` from the CentralNetwork's ``<cnet>-isthmus-db`` Secret (its Jobs' and
+    the remove-pod Job's)."""
+    return (("ISTHMUS_DB_URL", f"{cnet['metadata']['name']}-isthmus-db", "url"),)
+
+
+def pods_job(cnet: Obj, spec: Mapping[str, Any], pods: list[tuple[str, str]], db_env: tuple[tuple[str, str, str], ...],
+             central: str) -> Obj:
     """Registers the central pod and the regions' pods in the Isthmus registry; the Job's
     name carries the hash of the list, so a new list is a new Job (Jobs are immutable)."""
     args = [f"{central}:"] + [f"{region}:{az}" for region, az in pods]
     digest = hashlib.sha256(json.dumps(args).encode()).hexdigest()[:8]
     pod = Pod("isthmus-pods", image(spec, "isthmus"),
               ["sh", "-c", 'exec isthmus operator ensure-pods --db-url "$ISTHMUS_DB_URL" "$@"', "ensure-pods", *args],
-              env=(("ISTHMUS_DB_URL", db),))
+              secret_env=db_env)
     out = job(cnet, f"{cnet['metadata']['name']}-pods-{digest}", pod, spec, [], central)
     out["metadata"]["labels"]["isthmus.dev/pods-job"] = "true"
     return out
+
+
+def remove_pod_job(region: Obj, cnet: Obj) -> Obj:
+    """Removes a deleted Region's pod from the Isthmus registry (``isthmus operator
+    remove-pod``), with the registry URL of its CentralNetwork. Owned by the Region
+    (whose finalizer waits for it), named with its uid (a later namesake is another
+    Region); retried by Kubernetes with its capped back-off while the region still holds
+    users' objects, the reason in the container's termination message."""
+    spec = model.defaulted_spec("CentralNetwork", cnet.get("spec"))
+    rname = region["spec"]["name"]
+    uid = (region["metadata"].get("uid") or "")[:8]
+    pod = Pod("isthmus-remove-pod", image(spec, "isthmus"),
+              ["sh", "-c", 'exec isthmus operator remove-pod --db-url "$ISTHMUS_DB_URL" "$1"', "remove-pod", rname],
+              secret_env=registry_url_env(cnet))
+    out = job(region, f"{region['metadata']['name']}-remove-pod" + (f"-{uid}" if uid else ""), pod, spec, [], rname)
+    out["spec"]["backoffLimit"] = REMOVE_POD_RETRIES
+    container = out["spec"]["template"]["spec"]["containers"][0]
+    container["terminationMessagePolicy"] = "FallbackToLogsOnError"  # the "still holds ..." line
+    return out
+
+
+REMOVE_POD_RETRIES = 100  # Kubernetes' back-off caps at 6 min: days of waiting for a region to drain
 
 
 # --- APIGateway ------------------------------------------------------------------------------------------------------
@@ -676,14 +843,13 @@ class Backend:
 
 
 def gateway_backends(gw: Obj, regions: Iterable[Obj]) -> list[Backend]:
-    spec = model.defaulted_spec("APIGateway", gw.get("spec"))
     out = []
     for region in regions:
         rname = region["spec"]["name"]
         urls = region_endpoints(region)
         out.append(Backend(rname, urls["compute"].internal if "compute" in urls else "",
                            urls["volumev3"].internal if "volumev3" in urls else "",
-                           (spec.get("azMapping") or {}).get(rname) or region["spec"].get("availabilityZone", "")))
+                           region["spec"].get("availabilityZone", "")))
     return sorted(out, key=lambda b: b.region)
 
 
@@ -692,28 +858,28 @@ def gateway_endpoints(gw: Obj) -> Endpoints:
     return endpoints(spec, gw["metadata"]["name"], namespace_of(gw), GATEWAY_PORT, overrides=spec.get("service"))
 
 
-def gateway_objects(gw: Obj, creds: Credentials, keystone: Endpoints, backends: list[Backend]) -> list[Obj]:
+def gateway_objects(gw: Obj, creds: Credentials, keystone: Endpoints, backends: list[Backend],
+                    selected: Iterable[str]) -> list[Obj]:
+    """The gateway for ``selected`` regions (its ``[gateway] regions``, ready or not: a
+    region that is down stays behind the gateway, whose breakers handle it); ``backends``,
+    the ready ones, only pick the default master region."""
     spec = model.defaulted_spec("APIGateway", gw.get("spec"))
     name, where = gw["metadata"]["name"], spec["regionName"]
     urls = gateway_endpoints(gw)
-    user = ServiceUser(keystone.internal, ISTHMUS_USER, creds.service_password, spec["centralRegionName"],
-                       keystone.public)
+    user = service_user(spec, keystone, ISTHMUS_USER, creds.service_password, spec["centralRegionName"])
     values = services.GatewayValues(
         bind_host="0.0.0.0", bind_port=GATEWAY_PORT, public_url=urls.public, central_region=spec["centralRegionName"],
         master_region=spec.get("masterRegion") or (backends[0].region if backends else ""),
         database_connection=db_url(spec, creds, "isthmus"), service_user=user, list_timeout=None, catalog_ttl=None,
-        interface="internal", placement_policy=spec.get("placementPolicy"))
+        interface="internal", placement_policy=spec.get("placementPolicy"), regions=tuple(sorted(selected)),
+        tls=served_tls(spec))
     config = secret(gw, f"{name}-config", "isthmus-gateway",
                     {"gateway.conf": ini.render(ini.prune(services.gateway_conf(values)))}, where)
-    # The gateway finds regions in the catalogue; the ConfigMap records which ones are
-    # behind it (and rolls the pods through the hash when the set changes).
-    table = configmap(gw, f"{name}-backends", "isthmus-gateway", {"backends.json": json.dumps(
-        [b.__dict__ for b in backends], indent=2, sort_keys=True)}, where)
     pod = Pod("isthmus-gateway", image(spec, "isthmus"),
               ["isthmus-gateway", "--config-file", "/etc/isthmus/conf/gateway.conf"],
               config_secret=config["metadata"]["name"], config_dir="/etc/isthmus/conf", port=GATEWAY_PORT,
               extra_volumes=())
-    out = [config, table, deployment(gw, name, pod, spec, spec["replicas"], [config, table], where),
+    out = [config, deployment(gw, name, pod, spec, spec["replicas"], [config], where),
            *service_pair(gw, name, "isthmus-gateway", GATEWAY_PORT, where, spec.get("service"))]
     if spec["nova"]:
         out.append(endpoint_registration(gw, spec, "compute", Endpoints(urls.public + "/compute/v2.1",
@@ -721,7 +887,7 @@ def gateway_objects(gw: Obj, creds: Credentials, keystone: Endpoints, backends: 
     if spec["cinder"]:
         out.append(endpoint_registration(gw, spec, "volumev3", Endpoints(urls.public + "/volume/v3",
                                                                          urls.internal + "/volume/v3"), where))
-    return out
+    return out + disruption_budgets(gw, out)
 
 
 # --- CloudControllerConfig -------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 The same functions as the handlers (:mod:`isthmus.operator.objects`), with every
 readiness gate open: what the operator converges to once everything is Ready.
+Last come the Roles the operator needs for this cloud (its namespace and the
+CCM's target namespace; :mod:`isthmus.operator.install`): nothing cluster-wide.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from isthmus.operator import model, objects
+from isthmus.operator import install, model, objects
 
 Obj = dict[str, Any]
 
@@ -37,6 +39,8 @@ def render_cloud(mrc: Obj, documents: list[Obj]) -> list[Obj]:
     ids = by_kind["IdentityService"][0]
     keystone = objects.identity_endpoints({**ids, "spec": model.defaulted_spec("IdentityService", ids["spec"])})
     out: list[Obj] = list(children)
+    if spec["tls"].get("enabled") and spec["tls"].get("issuerRef"):
+        out.append(objects.certificate(mrc, objects.cloud_hosts(children)))
     out += objects.identity_objects(ids, creds)
     regions = by_kind.get("Region", [])
     for region in regions:
@@ -47,7 +51,8 @@ def render_cloud(mrc: Obj, documents: list[Obj]) -> list[Obj]:
         out += objects.central_objects(cnet, creds, keystone, registered)
     for gw in by_kind.get("APIGateway", []):
         selected = [r for r in regions if r["metadata"]["name"] in gw["spec"]["regionRefs"]]
-        out += objects.gateway_objects(gw, creds, keystone, objects.gateway_backends(gw, selected))
+        out += objects.gateway_objects(gw, creds, keystone, objects.gateway_backends(gw, selected),
+                                       [r["spec"]["name"] for r in selected])
     for ccm in by_kind.get("CloudControllerConfig", []):
         ref = ccm["spec"].get("credentialsSecretRef") or {}
         cred_secret = _find_secret(documents, ref.get("name", ""))
@@ -57,6 +62,9 @@ def render_cloud(mrc: Obj, documents: list[Obj]) -> list[Obj]:
         credential = (data.get(id_key, f"$({id_key})"), data.get(secret_key, f"$({secret_key})"))
         names = [r["spec"]["name"] for r in regions if r["metadata"]["name"] in ccm["spec"]["regionRefs"]]
         out += objects.ccm_objects(ccm, credential, keystone, names)
+    targets = [model.defaulted_spec("CloudControllerConfig", c["spec"])["target"]["namespace"]
+               for c in by_kind.get("CloudControllerConfig", [])]
+    out += install.cloud_access(mrc["metadata"]["namespace"], targets, install.Install())
     return out
 
 

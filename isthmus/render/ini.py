@@ -15,7 +15,11 @@ Sections = Mapping[str, Mapping[str, Any]]
 
 
 def render(sections: Sections) -> str:
-    """INI text; ``None`` values are left out, booleans are oslo's true/false."""
+    """INI text; ``None`` values are left out, booleans are oslo's true/false.
+
+    oslo.config reads ``$name`` in a value as a reference to another option, so a
+    literal ``$`` (a password's) is written ``$$``; nothing Isthmus renders relies
+    on the substitution."""
     out: list[str] = []
     for section, options in sections.items():
         out.append(f"[{section}]")
@@ -26,7 +30,7 @@ def render(sections: Sections) -> str:
                 value = "true" if value else "false"
             elif isinstance(value, (list, tuple)):
                 value = ",".join(str(v) for v in value)
-            out.append(f"{key} = {value}")
+            out.append(f"{key} = {str(value).replace('$', '$$')}")
         out.append("")
     return "\n".join(out)
 
@@ -66,9 +70,10 @@ class ServiceUser:
     password: str
     region: str
     public_auth_url: str | None = None
+    cafile: str | None = None  # the CA bundle its https calls trust; None: the system's
 
     def in_region(self, region: str) -> ServiceUser:
-        return ServiceUser(self.auth_url, self.username, self.password, region, self.public_auth_url)
+        return ServiceUser(self.auth_url, self.username, self.password, region, self.public_auth_url, self.cafile)
 
 
 def password_auth(user: ServiceUser) -> dict[str, Any]:
@@ -83,6 +88,7 @@ def password_auth(user: ServiceUser) -> dict[str, Any]:
         "project_domain_name": "Default",
         # Without it a client may pick another region's endpoint (identity included).
         "region_name": user.region,
+        "cafile": user.cafile,
     }
 
 

@@ -18,6 +18,10 @@ class KeystoneValues:
     fernet_key_repository: str
     credential_key_repository: str
     token_expiration: int = 86400
+    # [token] allow_expired_window and [fernet_tokens] max_active_keys (None: keystone's
+    # defaults, 172800 and 3); the operator sets both from its key rule (operator/fernet.py).
+    allow_expired_window: int | None = None
+    max_active_keys: int | None = None
     # bcrypt rounds; the sandbox uses 4 for fast logins, production leaves the default.
     password_hash_rounds: int | None = None
     memcache_servers: tuple[str, ...] = ()
@@ -28,8 +32,10 @@ def keystone_conf(values: KeystoneValues) -> Sections:
     sections: Sections = {
         "DEFAULT": {"debug": values.debug},
         "database": database(values.database_connection),
-        "token": {"provider": "fernet", "expiration": values.token_expiration},
-        "fernet_tokens": {"key_repository": values.fernet_key_repository},
+        "token": {"provider": "fernet", "expiration": values.token_expiration,
+                  "allow_expired_window": values.allow_expired_window},
+        "fernet_tokens": {"key_repository": values.fernet_key_repository,
+                          "max_active_keys": values.max_active_keys},
         # Auth receipts (MFA) are fernet too, from their own option whose default
         # is /etc/keystone/fernet-keys/: keystone-manage bootstrap exits when it is
         # missing. The same keys, as keystone's docs suggest.
@@ -60,6 +66,7 @@ class GatewayValues:
     debug: bool = False
     tls: TLSFiles | None = None  # serve https
     placement_policy: str | None = None  # None: the product default (fewest_projects)
+    regions: tuple[str, ...] | None = None  # the regions behind it; None: every registered one
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ def gateway_conf(values: GatewayValues) -> Sections:
             "public_url": values.public_url, "central_region": values.central_region,
             "master_region": values.master_region, "list_timeout": values.list_timeout,
             "catalog_ttl": values.catalog_ttl, "placement_policy": values.placement_policy,
+            "regions": values.regions,
         },
         "database": {"connection": values.database_connection},
         "keystone_authtoken": keystone_authtoken(values.service_user),

@@ -552,10 +552,15 @@ async def test_isthmus_ccm_process_initialises_and_holds_the_lease(
             f"openstack:///{world.ids['RegionOne', 'one']}", log.read_text()
         node_lists = [r for r in kmock if r.resource == nodes_resource() and r.action == km.action.LIST]
         assert len(node_lists) == 1, log.read_text()
-        events = [dict(o.raw) for (res, _, _), o in kmock.objects.items()
-                  if res == km.resource("", "v1", "events")]
-        reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events}
-        assert {(world.name("two"), "Synced"), (put_name, "Synced"), ("ghost", "DeletingNode")} <= reasons, reasons
+        wanted = {(world.name("two"), "Synced"), (put_name, "Synced"), ("ghost", "DeletingNode")}
+        for _ in range(40):  # the Event is written just after the Node's patch: wait for it, bounded
+            events = [dict(o.raw) for (res, _, _), o in list(kmock.objects.items())
+                      if res == km.resource("", "v1", "events")]
+            reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events}
+            if wanted <= reasons:
+                break
+            await asyncio.sleep(0.25)
+        assert wanted <= reasons, reasons
         # probes and metrics, as the Deployment's kubelet and Prometheus read them
         assert (await in_thread(lambda: http_get("/healthz")))[0] == 200
         assert (await in_thread(lambda: http_get("/readyz")))[0] == 200

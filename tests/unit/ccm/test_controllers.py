@@ -20,12 +20,12 @@ from kubernetes import client
 from isthmus.ccm.config import NetworkingOptions
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.controllers.kube import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
-from isthmus.ccm.controllers.leader import LeaseElector
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import Backoff, NodeController, apply_provided_node_ips
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import NodeAddress, Server, ServerAddress
 from isthmus.ccm.service import Manager, Periods, run
+from isthmus.kube.leader import LeaseElector
 from tests.kmock_clients import api_client
 
 from .fakes import FakeClients, FakeRegion

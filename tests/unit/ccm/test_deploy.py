@@ -33,7 +33,6 @@ from isthmus.ccm.config import parse_config
 from isthmus.ccm.controllers.events import NodeEvents
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
 from isthmus.ccm.controllers.kube import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
-from isthmus.ccm.controllers.leader import LeaseElector
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
 from isthmus.ccm.instances import Instances
@@ -41,6 +40,7 @@ from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceCache, Servic
 from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
 from isthmus.ccm.model import Server, ServerAddress
 from isthmus.ccm.service import Manager, Periods, build_parser
+from isthmus.kube.leader import LeaseElector
 from tests.kmock_clients import api_client
 
 from .fakes import FakeClients, FakeRegion
@@ -49,6 +49,11 @@ from .lbfakes import FakeOctavia, FakeOctaviaRegions
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy" / "ccm"
 CCM_SOURCE = ROOT / "isthmus" / "ccm"
+SHARED_SOURCE = ROOT / "isthmus" / "kube"  # the Lease elector the CCM shares with the operator
+
+
+def ccm_modules() -> list[Path]:
+    return [*CCM_SOURCE.rglob("*.py"), *SHARED_SOURCE.rglob("*.py")]
 
 
 def documents() -> list[dict[str, Any]]:
@@ -214,7 +219,7 @@ def request_template(method_name: str) -> tuple[str, str] | None:
 
 def called_api_methods() -> set[str]:
     names: set[str] = set()
-    for path in CCM_SOURCE.rglob("*.py"):
+    for path in ccm_modules():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if request_template(node.func.attr) is not None:
@@ -225,7 +230,7 @@ def called_api_methods() -> set[str]:
 def watched_api_methods() -> set[str]:
     """List methods handed to ``kubernetes.watch.Watch().stream(...)``: their ``watch`` verb."""
     names: set[str] = set()
-    for path in CCM_SOURCE.rglob("*.py"):
+    for path in ccm_modules():
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stream"
                     and node.args and isinstance(node.args[0], ast.Attribute)

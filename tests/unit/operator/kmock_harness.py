@@ -25,6 +25,8 @@ os.environ.setdefault("ISTHMUS_OPERATOR_WATCH_TIMEOUT", "30")
 # A deletion waits on a chain of cleanups (registration -> Region -> cloud), each looking again
 # after this delay when not finished.
 os.environ.setdefault("ISTHMUS_OPERATOR_CLEANUP_RETRY", "0.5")
+# As the shipped Deployment configures it: the CCM's cloud.conf goes to kube-system.
+os.environ.setdefault("ISTHMUS_OPERATOR_TARGET_NAMESPACES", "kube-system")
 
 import kopf  # noqa: E402 - after the environment the operator reads at import
 from kopf._cogs.aiokits import aiotasks as kopf_aiotasks  # noqa: E402 - after the environment the operator reads at import
@@ -92,7 +94,7 @@ def register_resources(kmock: Any) -> None:
         if res.group == GROUP:
             continue
         kmock.resources[f"{res.api_version}/{res.plural}"] = {
-            "namespaced": True, "kind": kind, "singular": kind.lower(), "verbs": verbs, "shortnames": set(),
+            "namespaced": res.namespaced, "kind": kind, "singular": kind.lower(), "verbs": verbs, "shortnames": set(),
             "categories": set(), "subresources": {"status"} if kind in ("Deployment", "Job") else set()}
 
 
@@ -190,17 +192,7 @@ class Operator:
 
     async def until(self, check: Callable[[], Any], what: str, timeout: float = 40.0) -> Any:
         """Poll a sync or async check until it returns something truthy."""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = check()
-            if asyncio.iscoroutine(last):
-                last = await last
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what} (last: {last!r}; "
-                             f"{len(self.kmock.objects)} objects in the emulator)")
+        return await poll(check, f"{what} ({{}}; {len(self.kmock.objects)} objects in the emulator)", timeout)
 
     async def condition(self, kind: str, name: str, type_: str) -> Obj | None:
         obj = await self.get(kind, name)
@@ -282,6 +274,21 @@ class Operator:
 
 
 # --- helpers of the tests ---------------------------------------------------------------------------------------------
+
+async def poll(check: Callable[[], Any], what: str, timeout: float = 40.0, every: float = 0.05) -> Any:
+    """Call a sync or async ``check`` until it returns something truthy (its value), or fail
+    naming ``what`` (``{}`` in it: the last value)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if asyncio.iscoroutine(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(every)
+    raise AssertionError(f"timed out waiting for {what.replace('{}', f'last: {last!r}')}")
+
 
 def secret(name: str, data: dict[str, str]) -> Obj:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS}, "stringData": data}

@@ -99,6 +99,11 @@ def keys_secret(annotations: dict[str, str] | None = None) -> dict:
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
+def identity(interval: str, expiration: str = "1h", window: str = "0") -> dict[str, str]:
+    """An identity spec's key fields: by default tokens live one interval (three keys)."""
+    return {"fernetRotationInterval": interval, "tokenExpiration": expiration, "allowExpiredWindow": window}
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("stamp", [None, "not a time"])
 async def test_controller_first_stamps_then_waits_a_whole_interval(stamp) -> None:
@@ -107,7 +112,7 @@ async def test_controller_first_stamps_then_waits_a_whole_interval(stamp) -> Non
     kube = RecordingKube()
     extra: dict[str, Any] = {}
     annotations = {fernet.ROTATED_AT: stamp} if stamp else {}
-    after = await rotate_fernet_keys(as_kube(kube), keys_secret(annotations), {"fernetRotationInterval": "1h"}, extra,
+    after = await rotate_fernet_keys(as_kube(kube), keys_secret(annotations), identity("1h"), extra,
                                      NOW)
     assert kube.patches == [{"metadata": {"annotations": {fernet.ROTATED_AT: NOW.isoformat()}}}]
     assert after == 3600 and extra["fernetKeysRotatedAt"] == NOW.isoformat()
@@ -123,7 +128,7 @@ async def test_controller_rotates_when_due_conditionally_and_drops_the_oldest() 
     extra: dict[str, Any] = {}
     stamp = (NOW - timedelta(hours=2)).isoformat()
     after = await rotate_fernet_keys(as_kube(kube), keys_secret({fernet.ROTATED_AT: stamp}),
-                                     {"fernetRotationInterval": "1h"}, extra, NOW)
+                                     identity("1h"), extra, NOW)
     (patch,) = kube.patches
     assert patch["metadata"]["resourceVersion"] == "7"
     data = patch["data"]
@@ -140,7 +145,59 @@ async def test_controller_not_due_or_disabled_writes_nothing() -> None:
     kube = RecordingKube()
     stamp = (NOW - timedelta(minutes=20)).isoformat()
     assert await rotate_fernet_keys(as_kube(kube), keys_secret({fernet.ROTATED_AT: stamp}),
-                                    {"fernetRotationInterval": "1h"}, {}, NOW) == 2400
+                                    identity("1h"), {}, NOW) == 2400
     assert await rotate_fernet_keys(as_kube(kube), keys_secret({fernet.ROTATED_AT: stamp}),
-                                    {"fernetRotationInterval": "0"}, {}, NOW) is None
+                                    identity("0"), {}, NOW) is None
     assert kube.patches == []
+
+
+@pytest.mark.parametrize("interval,expiration,window,keys", [
+    ("24h", "24h", "48h", 5),  # the defaults: tokens live 72 h, three rotations, plus primary and staged
+    ("1h", "24h", "0", 26),  # the issue's case: 24 h tokens, hourly rotation
+    ("1h", "1h", "0", 3),  # keystone's own default count
+    ("90m", "1h", "0", 3),
+    ("0", "24h", "48h", 3),  # no rotation
+])
+def test_keys_kept_follow_the_tokens_life(interval: str, expiration: str, window: str, keys: int) -> None:
+    assert fernet.KeyPolicy.of(identity(interval, expiration, window)).max_active == keys
+
+
+def test_a_token_is_never_signed_by_a_key_dropped_before_it_expires() -> None:
+    # Simulate: rotate every hour with the rule's key count; a token signed by each
+    # primary stays verifiable (its key kept) for its whole 24 h life.
+    policy = fernet.KeyPolicy.of(identity("1h", "24h", "0"))
+    keys = {"0": "k0", "1": "k1"}
+    made = 2
+    signed_at: dict[str, int] = {}
+    for hour in range(60):
+        primary = keys[max(keys, key=int)]
+        signed_at.setdefault(primary, hour)
+        for key, hour_signed in signed_at.items():
+            if hour - hour_signed <= 24:
+                assert key in keys.values(), f"key of hour {hour_signed} dropped at hour {hour}"
+        keys = fernet.rotate(keys, f"k{made}", max_active=policy.max_active)
+        made += 1
+
+
+def test_an_interval_that_needs_too_many_keys_is_refused_naming_the_field() -> None:
+    problem = fernet.KeyPolicy.of(identity("1m", "24h", "48h")).problem()
+    assert problem is not None and problem.startswith("fernetRotationInterval: 0:01:00 would keep 4322")
+    assert "at most 100" in problem
+    assert fernet.KeyPolicy.of(identity("24h", "24h", "48h")).problem() is None
+    with pytest.raises(ValueError, match="tokenExpiration: 'a day'"):
+        fernet.KeyPolicy.of(identity("1h", "a day"))
+
+
+@pytest.mark.asyncio
+async def test_controller_keeps_as_many_keys_as_the_tokens_need_and_refuses_too_many() -> None:
+    from isthmus.operator.controllers import rotate_fernet_keys
+
+    kube = RecordingKube()
+    stamp = (NOW - timedelta(hours=2)).isoformat()
+    await rotate_fernet_keys(as_kube(kube), keys_secret({fernet.ROTATED_AT: stamp}), identity("1h", "2h"), {}, NOW)
+    (patch,) = kube.patches
+    assert patch["data"]["1"] is not None and len(patch["data"]) == 4  # four keys needed: the oldest stays
+    kube.patches.clear()
+    assert await rotate_fernet_keys(as_kube(kube), keys_secret({fernet.ROTATED_AT: stamp}),
+                                    identity("1m", "24h", "48h"), {}, NOW) is None
+    assert kube.patches == []  # refused: rotating would end valid tokens early

@@ -62,9 +62,9 @@ async def test_04_05_06_identity_service(op: Operator) -> None:
     assert conf["cache"]["memcache_servers"] == "mc:11211"
     for keys in ("fernet-keys", "credential-keys"):
         assert set((await op.must_get("Secret", f"{ids}-{keys}"))["data"]) == {"0", "1"}
-    await op.until(lambda: op.get("Job", f"{ids}-db-sync"), "db-sync Job")
+    await op.until(lambda: op.get("Job", f"{ids}-db-sync-0-1-0"), "db-sync Job")
     assert await op.get("Job", f"{ids}-bootstrap") is None  # only after db-sync succeeds
-    await op.patch("Job", f"{ids}-db-sync", {"status": {"succeeded": 1}}, subresource="status")
+    await op.patch("Job", f"{ids}-db-sync-0-1-0", {"status": {"succeeded": 1}}, subresource="status")
     bootstrap = await op.until(lambda: op.get("Job", f"{ids}-bootstrap"), "bootstrap Job")
     env = {e["name"]: e.get("value") for e in bootstrap["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["OS_BOOTSTRAP_REGION_ID"] == "CentralRegion"
@@ -145,7 +145,7 @@ async def test_10_nova_toggles(op: Operator) -> None:
     assert set(regs["network"]["spec"]["endpoints"]) == {"public", "internal"}
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"regions": [{"name": "RegionOne", "nova": {
         "enabled": True}}]}})
-    db_sync = await op.until(lambda: op.get("Job", f"{region}-nova-db-sync"), "nova-db-sync Job")
+    db_sync = await op.until(lambda: op.get("Job", f"{region}-nova-db-sync-0-1-0"), "nova-db-sync Job")
     await op.settle()
     assert await op.get("Deployment", f"{region}-nova-api") is None  # not before its schema Job succeeded
     assert "cell_v2 map_cell0" in " ".join(db_sync["spec"]["template"]["spec"]["containers"][0]["command"])

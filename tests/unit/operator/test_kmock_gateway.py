@@ -9,7 +9,6 @@ Each test switches off what it does not exercise, to keep the tier fast.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -55,10 +54,10 @@ def tls_mounts(dep: dict[str, Any]) -> list[tuple[str, str]]:
 
 # --- 15, 16: the API gateway -----------------------------------------------------------------------------------------
 
-async def _backends(op: Operator) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
-    """(backends.json, the gateway Deployment, the APIGateway)."""
-    table = await op.must_get("ConfigMap", f"{GW}-backends")
-    return (json.loads(table["data"]["backends.json"]), await op.must_get("Deployment", GW),
+async def _gateway(op: Operator) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """(the regions its gateway.conf lists, the gateway Deployment, the APIGateway)."""
+    conf = ini(secret_file(await op.must_get("Secret", f"{GW}-config"), "gateway.conf"))
+    return (conf["gateway"].get("regions", "").split(","), await op.must_get("Deployment", GW),
             await op.must_get("APIGateway", GW))
 
 
@@ -74,49 +73,49 @@ async def _converge_backends(op: Operator, regions: list[str]) -> None:
     await op.until(check, f"gateway backends {regions}", timeout=60)
 
 
-async def test_15_gateway_backends_follow_ready_selected_regions(op: Operator) -> None:
+async def test_15_gateway_serves_the_selected_regions_and_reports_the_ready_ones(op: Operator) -> None:
     regions = [{"name": "RegionOne", "nova": external("nova", "nova1"), "cinder": external("cinder", "cinder1")},
                {"name": "RegionTwo", "availabilityZone": "zone-b", "nova": external("nova", "nova2")}]
-    await make(op, regions=regions, centralNetwork=OFF, cloudControllerManager=OFF,
-               apiGateway={"azMapping": {"RegionOne": "gw-az1"}})
+    await make(op, regions=regions, centralNetwork=OFF, cloudControllerManager=OFF)
     await _converge_backends(op, ["RegionOne", "RegionTwo"])
-    table, dep, gw = await _backends(op)
-    two = [{"region": "RegionOne", "nova_url": "http://nova1.int/v2.1", "cinder_url": "http://cinder1.int/v3",
-            "az": "gw-az1"},  # azMapping wins over the region's own AZ (az1)
-           {"region": "RegionTwo", "nova_url": "http://nova2.int/v2.1", "cinder_url": "", "az": "zone-b"}]
-    assert table == two
-    assert gw["status"]["backends"] == [{"region": b["region"], "novaURL": b["nova_url"],
-                                         "cinderURL": b["cinder_url"], "az": b["az"]} for b in two]
-    # The pod template's hash is the hash of what the pods mount: the gateway.conf Secret and this ConfigMap.
+    served, dep, gw = await _gateway(op)
+    assert served == ["RegionOne", "RegionTwo"]
+    assert gw["status"]["backends"] == [
+        {"region": "RegionOne", "novaURL": "http://nova1.int/v2.1", "cinderURL": "http://cinder1.int/v3", "az": "az1"},
+        {"region": "RegionTwo", "novaURL": "http://nova2.int/v2.1", "cinderURL": "", "az": "zone-b"}]
+    # The pod template's hash is the hash of what the pods mount: the gateway.conf Secret.
     conf = await op.must_get("Secret", f"{GW}-config")
-    table_cm = await op.must_get("ConfigMap", f"{GW}-backends")
     first_hash = config_hash_of(dep)
     assert first_hash == gw["status"]["configHash"] == objects.config_hash(
-        {"stringData": {"gateway.conf": secret_file(conf, "gateway.conf")}}, {"data": table_cm["data"]})
+        {"stringData": {"gateway.conf": secret_file(conf, "gateway.conf")}})
+    assert await op.get("ConfigMap", f"{GW}-backends") is None  # no file that no service reads
 
-    # A third region: not a backend while it is not Ready ...
+    # A third region: served at once (a region that is not Ready is one the gateway's breakers
+    # handle, not one it forgets), reported as a backend once Ready.
     regions.append({"name": "RegionThree", "cinder": external("cinder", "cinder3")})
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"regions": regions}})
     waiting = await op.wait_condition("APIGateway", GW, "BackendsReady", "False")
     assert waiting["message"] == "waiting for Region cloud-region-regionthree"
-    assert (await _backends(op))[0] == two  # written by the reconcile that wrote that condition
-    # ... and one once it is: the ConfigMap, the hash and the status all follow.
+
+    async def three_served():
+        served, dep, gw = await _gateway(op)
+        return served == ["RegionOne", "RegionThree", "RegionTwo"] and config_hash_of(dep) != first_hash
+    await op.until(three_served, "RegionThree in gateway.conf")
     await _converge_backends(op, ["RegionOne", "RegionThree", "RegionTwo"])
-    table, dep, gw = await _backends(op)
-    three = two + [{"region": "RegionThree", "nova_url": "", "cinder_url": "http://cinder3.int/v3", "az": "az3"}]
-    assert sorted(table, key=lambda b: b["region"]) == sorted(three, key=lambda b: b["region"])
-    assert [b["region"] for b in gw["status"]["backends"]] == ["RegionOne", "RegionThree", "RegionTwo"]
+    _, dep, gw = await _gateway(op)
+    assert gw["status"]["backends"][1] == {"region": "RegionThree", "novaURL": "", "az": "az3",
+                                           "cinderURL": "http://cinder3.int/v3"}
     assert config_hash_of(dep) == gw["status"]["configHash"] != first_hash
 
-    # regionSelector: a region left out is no backend, Ready as it is.
+    # regionSelector: a region left out is not served, Ready as it is.
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"apiGateway": {"regionSelector": ["RegionOne",
                                                                                           "RegionThree"]}}})
 
     async def selected():
-        table, _, gw = await _backends(op)
+        served, _, gw = await _gateway(op)
         regions_ = [b["region"] for b in (gw.get("status") or {}).get("backends") or []]
-        return regions_ == ["RegionOne", "RegionThree"] and [b["region"] for b in table] == regions_
-    await op.until(selected, "RegionTwo dropped from the backends")
+        return regions_ == ["RegionOne", "RegionThree"] and served == regions_
+    await op.until(selected, "RegionTwo dropped from the gateway")
     assert config_hash_of(await op.must_get("Deployment", GW)) not in (first_hash, gw["status"]["configHash"])
 
 
@@ -220,7 +219,7 @@ async def test_21_region_failure_mirrored_to_the_cloud(op: Operator) -> None:
     mrc = await op.must_get("MultiRegionCloud", "cloud")
     conditions = {c["type"]: c["status"] for c in mrc["status"]["conditions"]}
     assert conditions == {"Ready": "True", "IdentityReady": "True", "RegionsReady": "True",
-                          "CentralNetworkReady": "True"}
+                          "CentralNetworkReady": "True", "Updated": "True"}
 
 
 # --- 23: one region's customServiceConfig ----------------------------------------------------------------------------
@@ -321,3 +320,107 @@ async def test_child_spec_patch_removes_dropped_fields_and_settles() -> None:
     as_served = {**desired, "spec": model.defaulted_spec("Region", desired["spec"])}  # what an API server stores
     assert as_served["spec"] != desired["spec"]
     assert apply.desired_patch(desired, as_served) is None
+
+
+# --- least privilege: only what the operator owns, only where it is allowed -------------------------------------------
+
+async def test_an_object_the_operator_does_not_own_is_never_patched(op: Operator) -> None:
+    # Someone else's Secret already sits at the CCM's target name: with credentials of its own.
+    foreign = {"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "cloud-config", "namespace": "kube-system", "labels": {"team": "platform"}},
+               "stringData": {"cloud.conf": "[Global]\nauth-url=https://theirs.example/v3\n"}}
+    await op.create(foreign)
+    before = await op.must_get("Secret", "cloud-config", namespace="kube-system")
+    await make(op, centralNetwork=OFF, apiGateway=OFF)
+    refused = await op.wait_condition("CloudControllerConfig", CCM, "ObjectsOwned", "False")
+    assert refused["reason"] == "NotOwned"
+    assert "Secret kube-system/cloud-config exists and is not managed by CloudControllerConfig" in refused["message"]
+    assert (await op.must_condition("CloudControllerConfig", CCM, "Ready"))["status"] == "False"
+    await settled(op)
+    after = await op.must_get("Secret", "cloud-config", namespace="kube-system")
+    assert after["metadata"].get("annotations") == before["metadata"].get("annotations")
+    assert after["metadata"]["labels"] == {"team": "platform"} and after.get("data") == before.get("data")
+
+    # Once the owner removes it, the operator writes its own, and the condition clears.
+    await op.delete("Secret", "cloud-config", namespace="kube-system")
+    await op.wait_condition("CloudControllerConfig", CCM, "Ready", "True")
+    ours = await op.must_get("Secret", "cloud-config", namespace="kube-system")
+    assert ours["metadata"]["annotations"][objects.OWNER_ANNOTATION] == f"CloudControllerConfig/{NS}/{CCM}"
+
+
+async def test_writes_outside_the_namespace_only_where_the_operator_is_configured_to(
+        op: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ISTHMUS_OPERATOR_TARGET_NAMESPACES", "kube-system")
+    await make(op, centralNetwork=OFF, apiGateway=OFF,
+               cloudControllerManager={"enabled": True, "credentialsSecretRef": {"name": "appcred"},
+                                       "target": {"namespace": "tenant-b", "secretName": "cloud-config"}})
+    refused = await op.wait_condition("CloudControllerConfig", CCM, "InputReady", "False")
+    assert refused["reason"] == "NamespaceNotAllowed"
+    assert refused["message"].startswith("spec.target.namespace: ") and "not to tenant-b" in refused["message"]
+    await settled(op)
+    assert await op.get("Secret", "cloud-config", namespace="tenant-b") is None
+    assert await op.get("ConfigMap", "cloud-config-env", namespace="tenant-b") is None
+
+
+async def test_tls_from_cert_manager_when_it_is_installed(op: Operator) -> None:
+    tls = {"enabled": True, "publicCertSecret": "public-cert", "issuerRef": {"name": "cloud-ca"}}
+    await make(op, regions=[{"name": "RegionOne"}], tls=tls, centralNetwork=OFF, apiGateway=OFF,
+               cloudControllerManager=OFF)
+    # No cert-manager: the umbrella says so, naming the field; nothing is requested.
+    c = await op.wait_condition("MultiRegionCloud", "cloud", "CertificateReady", "False")
+    assert c["reason"] == "CertManagerMissing" and c["message"].startswith("spec.tls.issuerRef: cert-manager is not")
+    assert await op.list("Certificate") == []
+
+    # cert-manager installed (its CRD appears): the cloud's certificate is requested for
+    # every host of its endpoints, into the Secret the services mount.
+    await op.create({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                     "metadata": {"name": "certificates.cert-manager.io", "namespace": None},
+                     "spec": {"group": "cert-manager.io", "scope": "Namespaced",
+                              "names": {"plural": "certificates", "singular": "certificate", "kind": "Certificate"},
+                              "versions": [{"name": "v1", "served": True, "storage": True}]}})
+    await op.patch("MultiRegionCloud", "cloud", {"metadata": {"labels": {"poke": "1"}}})  # the timer's work, sooner
+    cert = await op.until(lambda: op.get("Certificate", "cloud-tls"), "the Certificate")
+    assert cert["spec"]["secretName"] == "public-cert"
+    assert cert["spec"]["issuerRef"] == {"name": "cloud-ca", "kind": "Issuer", "group": "cert-manager.io"}
+    assert {f"{IDS}-public.{NS}.svc", f"{IDS}-internal.{NS}.svc", f"{R1}-neutron-public.{NS}.svc"} <= set(
+        cert["spec"]["dnsNames"])
+    c = await op.wait_condition("MultiRegionCloud", "cloud", "CertificateReady", "False")
+    assert c["reason"] == "Issuing"
+    # cert-manager issues it: the Secret appears, the children go on as with a given one.
+    await op.create(secret("public-cert", {"tls.crt": "CERT", "tls.key": "KEY"}))
+    await op.patch("Certificate", "cloud-tls", {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "Ready", "message": "issued"}]}})
+    await op.converge("IdentityService", IDS)
+    await op.wait_condition("MultiRegionCloud", "cloud", "CertificateReady", "True")
+
+
+async def test_a_region_no_read_found_is_not_dropped_from_the_gateway(kmock: Any) -> None:
+    """reconcile_gateway alone against kmock: an APIGateway naming a Region that one read
+    did not find leaves its gateway as it is (BackendsReady names the Region) rather than
+    render a [gateway] regions without it."""
+    from isthmus.operator import controllers
+    from tests.unit.operator.kmock_harness import PASSWORDS, ServerLikeKube, register_resources
+
+    register_resources(kmock)
+    kube = ServerLikeKube(str(kmock.url))
+    ready = {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}
+    try:
+        await kube.create(secret("passwords", dict(PASSWORDS)))
+        await kube.create({"apiVersion": "isthmus.dev/v1alpha1", "kind": "IdentityService",
+                           "metadata": {"name": IDS, "namespace": NS}, "spec": {"secret": "passwords"}})
+        await kube.patch("IdentityService", NS, IDS, {"status": ready}, subresource="status")
+        await kube.create({"apiVersion": "isthmus.dev/v1alpha1", "kind": "Region", "metadata": {"name": R1,
+                           "namespace": NS}, "spec": {"name": "RegionOne", "secret": "passwords", "keystoneRef": IDS}})
+        gw = await kube.create({"apiVersion": "isthmus.dev/v1alpha1", "kind": "APIGateway",
+                                "metadata": {"name": GW, "namespace": NS},
+                                "spec": {"secret": "passwords", "keystoneRef": IDS, "database": {"host": "db"},
+                                         "regionRefs": [R1, "cloud-region-ghost"]}})
+        gw.setdefault("kind", "APIGateway")
+        await controllers.reconcile_gateway(kube, gw)
+        stored = await kube.get("APIGateway", NS, GW)
+        assert stored is not None
+        backends = next(c for c in stored["status"]["conditions"] if c["type"] == "BackendsReady")
+        assert backends["status"] == "False" and "cloud-region-ghost" in backends["message"]
+        assert await kube.get("Secret", NS, f"{GW}-config") is None  # nothing rendered without it
+    finally:
+        await kube.close()

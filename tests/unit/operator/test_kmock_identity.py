@@ -33,8 +33,10 @@ class OperatorClock(datetime):
 async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(
         op: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(controllers, "datetime", OperatorClock)
+    # Tokens live 4 s (no expired window): ceil(4 / 2) + 2 = four keys kept.
     await make(op, regions=[{"name": "RegionOne"}], identity={"memcachedServers": ["mc:11211"],
-                                                             "fernetRotationInterval": "2s"},
+                                                             "fernetRotationInterval": "2s",
+                                                             "tokenExpiration": "4s", "allowExpiredWindow": "0"},
                apiGateway={"enabled": False}, centralNetwork={"enabled": False},
                cloudControllerManager={"enabled": False})
     ids = "cloud-identity"
@@ -55,8 +57,13 @@ async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(
     await asyncio.sleep(3)  # longer than the interval in real time: nothing rotates until the clock moves
     assert await keys_with({"0", "1", "2"}) == second
     OperatorClock.advance(2)
-    third = await op.until(lambda: keys_with({"0", "2", "3"}), "second rotation (oldest secondary dropped)")
-    assert third["3"] == second["0"] and third["2"] == second["2"]
+    third = await op.until(lambda: keys_with({"0", "1", "2", "3"}), "second rotation (four keys: none dropped)")
+    assert third["3"] == second["0"] and third["1"] == first["1"]
+    OperatorClock.advance(2)
+    fourth = await op.until(lambda: keys_with({"0", "2", "3", "4"}), "third rotation (oldest secondary dropped)")
+    assert fourth["4"] == third["0"] and fourth["2"] == second["2"]
+    conf = secret_text(await op.must_get("Secret", f"{ids}-config"))["keystone.conf"]
+    assert "max_active_keys = 4" in conf and "expiration = 4" in conf and "allow_expired_window = 0" in conf
     stored = await op.must_get("Secret", f"{ids}-fernet-keys")
     stamp = stored["metadata"]["annotations"][fernet.ROTATED_AT]
 

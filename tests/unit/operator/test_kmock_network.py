@@ -154,14 +154,32 @@ async def test_13_regions_registered_with_central(op: Operator) -> None:
     # The registry learnt them through the pods Job (central's own pod first).
     assert list((await pods_jobs(op)).values()) == [["CentralRegion:", "RegionOne:zone-a", "RegionTwo:az2"]]
 
-    # Removing RegionTwo from the cloud deletes its Region (its deregistration Jobs are
-    # completed here) and central drops it from the list at once, before the registry Job
-    # for the new list has run.
+    # Removing RegionTwo from the cloud deletes its Region: its deregistration Jobs run
+    # (completed here), then a Job removes its pod from the registry, which waits while the
+    # region still holds users' objects, the Region saying so; central drops it from the
+    # list at once, before the registry Job for the new list has run.
     await op.patch("MultiRegionCloud", "cloud", {"spec": {"regions": [
         {"name": "RegionOne", "availabilityZone": "zone-a"}]}})
 
-    async def dropped():
+    async def removal_job():
         await complete(op, [job for _, job in await deregister_jobs(op)])
+        return next(iter(await op.list("Job", **{"app.kubernetes.io/name": "isthmus-remove-pod"})), None)
+    removal = await op.until(removal_job, "the Job that removes RegionTwo's pod")
+    run = container(removal)
+    assert run["command"][-1] == "RegionTwo" and "remove-pod" in run["command"][2]
+    assert run["env"] == [{"name": "ISTHMUS_DB_URL", "valueFrom": {"secretKeyRef": {
+        "name": f"{CNET}-isthmus-db", "key": "url"}}}]
+    held = "region RegionTwo still holds 1 port (p1): delete them (or move them) first; its pod stays registered"
+    await op.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{removal['metadata']['name']}-x1", "labels": {"job-name": removal["metadata"]["name"]}},
+        "status": {"containerStatuses": [{"name": "isthmus-remove-pod", "lastState": {"terminated": {
+            "exitCode": 3, "finishedAt": "2026-12-04T10:00:00Z", "message": held + "\n"}}}]}})
+    c = await op.wait_condition("Region", TWO, "RegistryReleased", "False")
+    assert (c["reason"], c["message"]) == ("RegionHeld", held)
+    assert (await op.must_get("Region", TWO))["metadata"]["deletionTimestamp"]
+
+    async def dropped():
+        await complete(op, [removal])
         return await op.get("Region", TWO) is None and await registered_regions(op) == [
             {"region": "RegionOne", "availabilityZone": "zone-a"}]
     await op.until(dropped, "RegionTwo deleted and dropped from registeredRegions")

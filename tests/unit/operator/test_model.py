@@ -54,6 +54,8 @@ CASES = [
     ("no regions", {"regions": []}, "at least one region"),
     ("bad rotation interval", {"identity": {"fernetRotationInterval": "1d"}},
      "spec.identity.fernetRotationInterval: '1d' is not a duration"),
+    ("rotation that would need too many keys", {"identity": {"fernetRotationInterval": "30m"}},
+     "spec.identity.fernetRotationInterval: 0:30:00 would keep 146 fernet keys"),
 ]
 
 

@@ -129,14 +129,14 @@ def test_nova_and_cinder_deploy_sync_their_schema_with_the_shared_renderer() -> 
     assert cinder["nova"]["region_name"] == "RegionOne" and cinder["nova"]["interface"] == "internal"
     for key, steps in (("nova", ["api_db sync", "cell_v2 map_cell0", "create_cell --name cell1", "$m db sync"]),
                        ("cinder", ["db sync"])):
-        job = objs[f"cloud-region-regionone-{key}-db-sync"]
+        job = objs[f"cloud-region-regionone-{key}-db-sync-0-1-0"]
         command = " ".join(job["spec"]["template"]["spec"]["containers"][0]["command"])
         assert f"--config-file /etc/{key}/conf/{key}.conf" in command
         positions = [command.index(step) for step in steps]
         assert positions == sorted(positions), command
     # The cell is created once: a rerun of the Job finds it.
     assert "grep -q ' cell1 ' ||" in " ".join(
-        objs["cloud-region-regionone-nova-db-sync"]["spec"]["template"]["spec"]["containers"][0]["command"])
+        objs["cloud-region-regionone-nova-db-sync-0-1-0"]["spec"]["template"]["spec"]["containers"][0]["command"])
 
 
 def test_custom_service_config_changes_only_its_region_and_its_hash() -> None:
@@ -237,17 +237,20 @@ def gateway(cloud, regions: list[str]):
     gw = kids["cloud-api-gateway"]
     selected = [kids[f"cloud-region-{r.lower()}"] for r in regions]
     return by_name(objects.gateway_objects(gw, CREDS, objects.identity_endpoints(kids["cloud-identity"]),
-                                           objects.gateway_backends(gw, selected)))
+                                           objects.gateway_backends(gw, selected), regions))
 
 
-def test_gateway_backends_and_hash() -> None:
+def test_gateway_serves_the_selected_regions_and_rolls_when_they_change() -> None:
     cloud = make_cloud(regions=[{"name": "RegionOne", "nova": {"enabled": True}}, {"name": "RegionTwo"},
                                 {"name": "RegionThree"}])
     two, three = gateway(cloud, ["RegionOne", "RegionTwo"]), gateway(cloud, ["RegionOne", "RegionTwo", "RegionThree"])
-    backends = json.loads(three["cloud-api-gateway-backends"]["data"]["backends.json"])
-    assert [b["region"] for b in backends] == ["RegionOne", "RegionThree", "RegionTwo"]
-    assert backends[0]["nova_url"] == "http://cloud-region-regionone-nova-internal.ns1.svc:8774/v2.1"
-    assert backends[0]["az"] == "az1"
+    conf = ini(three["cloud-api-gateway-config"]["stringData"]["gateway.conf"])
+    assert conf["gateway"]["regions"] == "RegionOne,RegionThree,RegionTwo"  # what the gateway serves
+    kids = children(cloud)
+    (first,) = objects.gateway_backends(kids["cloud-api-gateway"], [kids["cloud-region-regionone"]])
+    assert first.nova_url == "http://cloud-region-regionone-nova-internal.ns1.svc:8774/v2.1"
+    assert first.az == "az1"  # the Region's own zone, as registered for every component
+    assert not [o for o in three.values() if o["kind"] == "ConfigMap"]  # nothing written that nobody reads
 
     def hash_of(objs):
         return objs["cloud-api-gateway"]["spec"]["template"]["metadata"]["annotations"][objects.CONFIG_HASH]
@@ -342,3 +345,50 @@ def test_cli_render_bad_input_is_one_error_line_not_a_traceback(capsys, tmp_path
     assert main(["operator", "render", "-f", str(path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}: ") and expected in err and "Traceback" not in err
+
+
+HARD = "p$w@rd/x:y%z$(HOME)"  # every character that broke a URL, an oslo.config value or a pod env
+
+
+def oslo_value(text: str, section: str, option: str) -> str:
+    """``option`` as oslo.config itself reads it from ``text`` (with its $-substitution)."""
+    import tempfile
+
+    from oslo_config import cfg
+
+    conf = cfg.ConfigOpts()
+    conf.register_opts([cfg.StrOpt(option, secret=True)], group=section)
+    with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
+        f.write(text)
+        f.flush()
+        conf(args=[], default_config_files=[f.name])
+        return str(getattr(getattr(conf, section), option))
+
+
+def test_passwords_with_url_and_dollar_characters_survive_every_file_and_env(cloud) -> None:
+    import sqlalchemy
+
+    creds = objects.Credentials(admin_password=HARD, service_password=HARD, database_password=HARD,
+                                transport_url="rabbit://u:p%24$x@rabbit:5672/")
+    kids = children(cloud)
+    keystone = objects.identity_endpoints(kids["cloud-identity"])
+    central = by_name(objects.central_objects(kids["cloud-central-network"], creds, keystone, [("RegionOne", "az1")]))
+    neutron_conf = central["cloud-central-network-neutron-config"]["stringData"]["neutron.conf"]
+    url = sqlalchemy.engine.make_url(oslo_value(neutron_conf, "database", "connection"))
+    assert (url.password, url.host, url.database) == (HARD, "db.example", "neutron_central")
+    assert oslo_value(neutron_conf, "DEFAULT", "transport_url") == "rabbit://u:p%24$x@rabbit:5672/"
+    assert oslo_value(neutron_conf, "keystone_authtoken", "password") == HARD
+    registry = sqlalchemy.engine.make_url(central["cloud-central-network-isthmus-db"]["stringData"]["url"])
+    assert registry.password == HARD
+    # the Jobs read that URL from the Secret, never from a plain value in their spec
+    jobs = [o for o in central.values() if o["kind"] in ("Job", "Deployment")]
+    assert len(jobs) == 5 and not [o["metadata"]["name"] for o in jobs if HARD in json.dumps(o)]
+    region = by_name(objects.region_objects(kids["cloud-region-regionone"], creds, keystone))
+    local = region["cloud-region-regionone-neutron-config"]["stringData"]["neutron.conf"]
+    assert sqlalchemy.engine.make_url(oslo_value(local, "database", "connection")).password == HARD
+
+
+def test_plain_pod_env_values_are_escaped_for_kubelet_expansion() -> None:
+    pod = objects.Pod("c", "img", ["true"], env=(("A", "x$(HOME)$y"),))
+    (env,) = objects.pod_spec({}, pod)["containers"][0]["env"]
+    assert env == {"name": "A", "value": "x$$(HOME)$$y"}  # kubelet turns $$ back into $
