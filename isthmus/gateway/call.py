@@ -74,9 +74,10 @@ class Call:
 # A global-object write hook: run after a successful write at the master.
 Hook = Callable[[Call, str, Reply], Awaitable[None]]
 class Settle(Protocol):
-    """What a before-create check may hand back: told whether the create happened."""
+    """What a before-create check may hand back: told whether the create happened
+    (and the region's reply, when one came)."""
 
-    async def settle(self, created: bool) -> None: ...
+    async def settle(self, created: bool, reply: Reply | None = None) -> None: ...
 
 
 # A check run before a create is forwarded: (call, spec, region, the object's body);

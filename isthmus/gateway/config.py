@@ -19,6 +19,9 @@ gateway_opts = [
     cfg.StrOpt("master_region", help="Region that holds the global objects (flavors, keypairs, quotas, "
                "volume types, images). Required once several regions are registered (the gateway "
                "refuses to start without it); with one region, that region."),
+    cfg.ListOpt("regions", default=[],
+                help="The regions behind this gateway (the registry's regional pods of these names); "
+                "empty: every registered region. A gateway for a subset of a cloud's regions lists them."),
     cfg.FloatOpt("list_timeout", default=10.0, min=0.1,
                  help="Per-region timeout of a list fan-out; a region slower than this is 'down'."),
     cfg.FloatOpt("request_timeout", default=120.0, min=0.1, help="Timeout of a request forwarded to one region."),

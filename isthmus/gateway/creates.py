@@ -143,6 +143,7 @@ class Creates:
         region may have created it without our hearing."""
         pending: list[Settle] = []
         created = False
+        reply: Reply | None = None
         try:
             as_asked = json.dumps(obj, sort_keys=True)
             for check in self.before_create:
@@ -165,7 +166,7 @@ class Creates:
         finally:
             for ticket in pending:
                 try:
-                    await ticket.settle(created)
+                    await ticket.settle(created, reply)
                 except Exception:  # noqa: BLE001 - an unsettled reservation expires by itself
                     LOG.exception("%s: settling a reservation failed", call.request_id)
 

@@ -6,8 +6,12 @@ Check and reserve happen in one transaction under a per-project lock row. A
 reservation counts for every check until the region's own usage shows the
 object: a check counts reservations still in flight and those settled after the
 moment it started reading the regions' usage (a reading taken earlier may not
-include them). Clocks of gateway hosts are assumed synchronised (NTP), as
-OpenStack assumes everywhere.
+include them). A volume is in Cinder's usage when its create answers. A server
+is in Nova's only once the conductor has written it to a cell, a moment after the
+202 (until then it is a build request, which no usage shows): its reservation
+keeps counting until a check sees Nova's record of it (``nova_has_it``), and
+from then on counts only for readings started before that sight. Clocks of
+gateway hosts are assumed synchronised (NTP), as OpenStack assumes everywhere.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import sqlalchemy as sa
 from aiohttp import web
@@ -32,6 +36,7 @@ from isthmus.gateway.call import Call, Settings
 from isthmus.gateway.faults import Fault
 from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.pools import BoundedPool
+from isthmus.gateway.proxy import Reply
 from isthmus.gateway.routing import Router
 
 LOG = logging.getLogger(__name__)
@@ -42,6 +47,13 @@ LIMITS_TTL = 10.0
 # A settled reservation is irrelevant once no reading can predate it.
 SETTLED_KEEP = timedelta(seconds=120)
 COMPUTE_WATCHED = ("instances", "cores", "ram")
+# Server creates awaiting Nova's count looked up per check (the rest keep counting).
+MAX_LOOKUPS = 20
+# A refusal that may come from counting a server twice reads again (bounded):
+# at once when a create was just settled, after a pause when one is still
+# unconfirmed (Nova counts a server a moment before it records its create action).
+_ATTEMPTS = 4
+_RECHECK_PAUSE = 0.5
 VOLUME_WATCHED = ("volumes", "gigabytes")
 _LIMIT_USAGE = ("totalInstancesUsed", "totalCoresUsed", "totalRAMUsed", "totalServerGroupsUsed",
                 "totalFloatingIpsUsed", "totalSecurityGroupsUsed",  # Nova
@@ -142,6 +154,59 @@ class Reservations:
 
         retry_transient(attempt)
 
+    def await_count(self, reservation_id: str, region: str, watch: dict[str, str], ttl: float) -> None:
+        """The region made it (202) but its usage does not show it yet: keep
+        counting it, for at most ``ttl``, until ``settle_counted``."""
+        r = schema.quota_reservations
+
+        def attempt() -> None:
+            with write_tx(self.engine) as conn:
+                conn.execute(r.update().where(r.c.id == reservation_id)
+                             .values(region=region, watch=json.dumps(watch),
+                                     expires_at=_now() + timedelta(seconds=ttl)))
+
+        retry_transient(attempt)
+
+    def awaiting(self, service: str, project_id: str) -> list[Awaiting]:
+        """The project's creates answered and not yet counted by their region."""
+        r = schema.quota_reservations
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(r.c.id, r.c.region, r.c.watch).where(
+                r.c.service == service, r.c.project_id == project_id, r.c.watch.is_not(None),
+                r.c.settled_at.is_(None), r.c.expires_at >= _now())).all()
+        return [Awaiting(row.id, row.region, json.loads(row.watch)) for row in rows]
+
+    def settle_counted(self, reservation_ids: list[str], seen_at: datetime) -> None:
+        """Their region counted them at ``seen_at``: every reading started later shows them."""
+        if not reservation_ids:
+            return
+        r = schema.quota_reservations
+
+        def attempt() -> None:
+            with write_tx(self.engine) as conn:
+                conn.execute(r.update().where(r.c.id.in_(reservation_ids), r.c.settled_at.is_(None))
+                             .values(settled_at=seen_at, expires_at=seen_at + SETTLED_KEEP))
+
+        retry_transient(attempt)
+
+
+@dataclass(frozen=True)
+class Awaiting:
+    """A server create's reservation waiting for Nova to count what it made."""
+
+    reservation_id: str
+    region: str
+    watch: dict[str, str]  # {"server": id} or {"reservation_id": r}
+
+
+def nova_has_it(instance_actions: dict) -> bool:
+    """Whether a server's ``os-instance-actions`` show that Nova counts it: the
+    conductor records the create action in the cell right after it wrote the
+    server there (cell databases, or Placement's allocations made before, are
+    what Nova's usage counts), and it writes every server of one create before
+    it records any action. A build request has no actions yet."""
+    return bool(instance_actions.get("instanceActions"))
+
 
 @dataclass
 class Ticket:
@@ -150,9 +215,32 @@ class Ticket:
     guard: QuotaGuard
     reservation_id: str
     units: int = 1  # servers of a multi-create the reservation covers
+    service: str = "compute"
+    region: str = ""
+    ttl: float = 60.0
 
-    async def settle(self, created: bool) -> None:
+    async def settle(self, created: bool, reply: Reply | None = None) -> None:
+        watch = _watch_of(reply) if created and self.service == "compute" and reply is not None else None
+        if watch is not None:
+            await self.guard.background.run(self.guard.reservations.await_count, self.reservation_id,
+                                            self.region, watch, self.ttl)
+            return
         await self.guard.background.run(self.guard.reservations.settle, self.reservation_id, created)
+
+
+def _watch_of(reply: Reply) -> dict[str, str] | None:
+    """How to find what a server create made, from its 2xx reply (None: not a 2xx
+    or nothing to find it by, settled at once as before)."""
+    if not (200 <= reply.status < 300 and reply.is_json):
+        return None
+    doc = reply.json() or {}
+    server = doc.get("server")
+    server_id = server.get("id") if isinstance(server, dict) else None
+    if isinstance(server_id, str) and server_id:
+        return {"server": server_id}  # a multi-create's first answers for all: see nova_has_it
+    if isinstance(doc.get("reservation_id"), str) and doc["reservation_id"]:
+        return {"reservation_id": doc["reservation_id"]}
+    return None
 
 
 def usage_across_regions(regions, replies, watched, policy: str, scope: tuple[str, str],
@@ -213,7 +301,7 @@ class QuotaGuard:
         if spec.kind == "server":
             least, most = _server_counts(obj)
             per_server = await self._server_costs(call, region, obj)
-            ticket = await self._admit(call, "compute", COMPUTE_WATCHED, per_server, (least, most))
+            ticket = await self._admit(call, region, "compute", COMPUTE_WATCHED, per_server, (least, most))
             if ticket is not None and ticket.units < most:
                 LOG.info("%s: max_count %d clamped to %d (quota)", call.request_id, most, ticket.units)
                 obj["max_count"] = ticket.units
@@ -223,7 +311,7 @@ class QuotaGuard:
                 wanted = {"volumes": 1, "gigabytes": int(obj.get("size") or 0)}
             except (TypeError, ValueError):
                 return None  # Cinder rejects the size itself
-            return await self._admit(call, "volume", VOLUME_WATCHED, wanted, (1, 1))
+            return await self._admit(call, region, "volume", VOLUME_WATCHED, wanted, (1, 1))
         return None
 
     async def _server_costs(self, call: Call, region: str, server: dict) -> dict[str, int]:
@@ -261,34 +349,95 @@ class QuotaGuard:
         self._limits[(service, project)] = (time.monotonic(), limits)
         return limits
 
-    async def _admit(self, call: Call, service: str, watched_keys: tuple[str, ...],
+    async def _admit(self, call: Call, region: str, service: str, watched_keys: tuple[str, ...],
                      per_unit: dict[str, int], units: tuple[int, int]) -> Ticket | None:
         limits = await self._limits_of(call, service)
         watched = {k: limits.get(k, -1) for k in watched_keys}
         if all(v is None or v < 0 for v in watched.values()):
             return None
         project = call.identity.project_id
-        read_at = _now()
+        for attempt in range(_ATTEMPTS):
+            read_at = _now()
+            used = await self._usage(call, service, project, watched)
+            # After the reading: a server seen in Nova now may not have been in
+            # the reading; counted here, settled for every later check.
+            settled, unconfirmed = (await self._settle_counted(call, project) if service == "compute"
+                                    else (0, 0))
+            again = attempt + 1 < _ATTEMPTS and bool(settled or unconfirmed)
+            ttl = self.settings.request_timeout + 60
+            try:
+                reservation, count = await self.background.run(
+                    self.reservations.reserve, service, project, watched, used,
+                    {k: per_unit.get(k, 0) for k in watched}, read_at, ttl, units)
+            except Exceeded as over:
+                if again:
+                    await self._pause_unless(settled)
+                    continue  # what is counted twice may be in the reading too: read again
+                if service == "compute":
+                    raise Fault(403, f"Quota exceeded for {over.resource}: Requested {over.wanted}, but already "
+                                     f"used {over.used} of {over.limit} {over.resource}") from None
+                raise Fault(413, f"VolumeLimitExceeded: Maximum number of {over.resource} allowed ({over.limit}) "
+                                 f"exceeded across regions (in use {over.used}, requested {over.wanted}).") from None
+            if again and count < units[1]:
+                await self.background.run(self.reservations.settle, reservation, False)
+                await self._pause_unless(settled)
+                continue  # a multi-create clamped by what may be counted twice: read again
+            return Ticket(self, reservation, count, service, region, ttl)
+        raise AssertionError("unreachable")
+
+    async def _usage(self, call: Call, service: str, project: str, watched: dict[str, int]) -> dict[str, int]:
         regions = await self.router.regions()
         detail, query = ((call.rel_for("os-quota-sets", project, "detail"), "") if service == "compute"
                          else (call.rel_for("os-quota-sets", project), "usage=True"))
         replies = await asyncio.gather(*(self.fwd.forward(call, r, "GET", detail, body=b"", query=query,
                                                           timeout=self.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
-        used = usage_across_regions(regions, replies, watched, self.settings.quota_unreachable_region,
+        return usage_across_regions(regions, replies, watched, self.settings.quota_unreachable_region,
                                     (service, project), self._last_known)
-        ttl = self.settings.request_timeout + 60
-        try:
-            reservation, count = await self.background.run(
-                self.reservations.reserve, service, project, watched, used,
-                {k: per_unit.get(k, 0) for k in watched}, read_at, ttl, units)
-        except Exceeded as over:
-            if service == "compute":
-                raise Fault(403, f"Quota exceeded for {over.resource}: Requested {over.wanted}, but already used "
-                                 f"{over.used} of {over.limit} {over.resource}") from None
-            raise Fault(413, f"VolumeLimitExceeded: Maximum number of {over.resource} allowed ({over.limit}) "
-                             f"exceeded across regions (in use {over.used}, requested {over.wanted}).") from None
-        return Ticket(self, reservation, count)
+
+    @staticmethod
+    async def _pause_unless(settled: int) -> None:
+        """Before reading again: none if a create was just settled (the next reading
+        is later than its settling), else give Nova a moment to record the create."""
+        if not settled:
+            await asyncio.sleep(_RECHECK_PAUSE)
+
+    async def _settle_counted(self, call: Call, project: str) -> tuple[int, int]:
+        """Settle the project's server creates Nova counts by now: how many were
+        settled, how many still wait. The time of settling is taken after the
+        lookups: a reading started before then may have missed the server and
+        still counts its reservation. One that still waits may be in the reading
+        already (the conductor writes the server, then records its action)."""
+        waiting = await self.background.run(self.reservations.awaiting, "compute", project)
+        if not waiting:
+            return 0, 0
+        looked = await asyncio.gather(*(self._has_it(call, one) for one in waiting[:MAX_LOOKUPS]),
+                                      return_exceptions=True)
+        counted = [one.reservation_id for one, yes in zip(waiting, looked, strict=False) if yes is True]
+        await self.background.run(self.reservations.settle_counted, counted, _now())
+        return len(counted), len(waiting) - len(counted)
+
+    async def _has_it(self, call: Call, one: Awaiting) -> bool:
+        """Whether Nova counts what this create made (False when it cannot tell:
+        a region that cannot be read keeps the reservation, since refusing a
+        create that fits is recoverable and overshooting is not)."""
+        server_id = one.watch.get("server")
+        if server_id is None:  # return_reservation_id: any of its servers answers for all
+            reply = await self.fwd.forward(call, one.region, "GET", call.rel_for("servers"), body=b"",
+                                           query=urlencode({"reservation_id": one.watch.get("reservation_id", "")}),
+                                           timeout=self.settings.list_timeout)
+            if reply.status != 200:
+                return False
+            servers = [s for s in (reply.json() or {}).get("servers") or [] if isinstance(s, dict)]
+            if not servers:
+                return True  # deleted already: nothing left to count
+            server_id = str(servers[0].get("id"))
+        reply = await self.fwd.forward(call, one.region, "GET",
+                                       call.rel_for("servers", quote(server_id, safe=""), "os-instance-actions"),
+                                       body=b"", query="", timeout=self.settings.list_timeout)
+        if reply.status == 404:
+            return True  # deleted already
+        return reply.status == 200 and nova_has_it(reply.json() or {})
 
     async def usage_summed(self, call: Call, kind: str) -> web.Response:
         """``/limits`` or ``/os-quota-sets/{p}/detail``: the master's limits with

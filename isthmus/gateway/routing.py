@@ -26,8 +26,10 @@ T = TypeVar("T")
 
 class Router:
     def __init__(self, registry: Registry, central_region: str, master_region: str | None = None,
-                 pods_ttl: float = 10.0, cache_size: int = 200_000, capacity: CapacityReader | None = None) -> None:
+                 pods_ttl: float = 10.0, cache_size: int = 200_000, capacity: CapacityReader | None = None,
+                 regions: Collection[str] = ()) -> None:
         self.registry = registry
+        self.selected = frozenset(regions)  # [gateway] regions; empty: every regional pod
         # Set: new bindings go to the region with the most free room (policy
         # most_free_capacity); None: to the region with the fewest bound projects.
         self.capacity = capacity
@@ -52,10 +54,11 @@ class Router:
 
     # --- pods ------------------------------------------------------------------
     async def pods(self) -> list[Pod]:
-        """Regional pods (never the central one), ordered by region name."""
+        """Regional pods (never the central one; only the selected ones), ordered by region name."""
         if time.monotonic() - self._pods_at > self._pods_ttl:
             pods = await self._db(self.registry.regional_pods)
-            self._pods = [p for p in pods if p.region_name != self.central_region]
+            self._pods = [p for p in pods if p.region_name != self.central_region
+                          and (not self.selected or p.region_name in self.selected)]
             self._pods_at = time.monotonic()
         return self._pods
 

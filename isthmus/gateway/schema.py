@@ -38,8 +38,14 @@ quota_reservations = sa.Table(
     sa.Column("project_id", sa.String(255), nullable=False),
     sa.Column("deltas", sa.Text, nullable=False),  # JSON: resource -> amount
     sa.Column("created_at", Timestamp, nullable=False),
-    sa.Column("settled_at", Timestamp, nullable=True),  # when the create's reply arrived
+    # From when the region's own usage surely shows what was made: the create's
+    # reply (volumes), or the moment a server was seen out of the scheduler.
+    sa.Column("settled_at", Timestamp, nullable=True),
     sa.Column("expires_at", Timestamp, nullable=False),
+    # A server create answered 202 and not yet counted by Nova: its region, and
+    # JSON {"server": id} or {"reservation_id": r} to look it up by.
+    sa.Column("region", sa.String(255), nullable=True),
+    sa.Column("watch", sa.Text, nullable=True),
 )
 sa.Index("ix_isthmus_quota_reservations_project", quota_reservations.c.service, quota_reservations.c.project_id)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from aiohttp import web
 
@@ -15,11 +15,12 @@ class MasterRegionMissing(Exception):
     """Several regions and no ``[gateway] master_region``: refuse to start."""
 
 
-def require_master(registry, central_region: str, master_region: str | None) -> None:
+def require_master(registry, central_region: str, master_region: str | None, regions: Collection[str] = ()) -> None:
     """Refuse to start with several regions and no master (routing.Router.master_region)."""
     if master_region:
         return
-    regional = [p.region_name for p in registry.regional_pods() if p.region_name != central_region]
+    regional = [p.region_name for p in registry.regional_pods()
+                if p.region_name != central_region and (not regions or p.region_name in regions)]
     if len(regional) > 1:
         raise MasterRegionMissing(f"[gateway] master_region is not set and several regions are registered "
                                   f"({', '.join(regional)}): name the one that holds the global objects")
@@ -41,7 +42,7 @@ def build(conf):
     engine = make_engine(conf.database.connection)
     require_current(engine, "isthmus-gateway")
     registry = Registry(engine)
-    require_master(registry, g.central_region, g.master_region)
+    require_master(registry, g.central_region, g.master_region, g.regions)
     session = config.service_session(conf)
     capacity = None
     if g.placement_policy == "most_free_capacity":
@@ -49,7 +50,7 @@ def build(conf):
 
         interface = conf.service_credentials.interface
         capacity = CapacityReader(lambda region: read_capacity(session, region, interface), g.capacity_ttl)
-    router = Router(registry, g.central_region, g.master_region, capacity=capacity)
+    router = Router(registry, g.central_region, g.master_region, capacity=capacity, regions=g.regions)
     catalog = Catalog(keystone_loader(session), conf.service_credentials.interface, {g.central_region},
                       g.catalog_ttl)
     settings = Settings(public_url=g.public_url, list_timeout=g.list_timeout, request_timeout=g.request_timeout,

@@ -342,9 +342,15 @@ def _resyncs(regions: Regions, conf: cfg.ConfigOpts | None) -> dict[str, Resync]
             services = ("compute",)  # no Cinder at the master: no volume limits to spread
         return resync.quotas(regions.identity, master, services)
 
+    def volume_type_refs() -> Iterable[ResourceRef]:
+        try:
+            return list(resync.volume_types(volume, master))
+        except NoEndpoint:
+            return []  # no Cinder at the master: no volume types to spread
+
     listers: dict[str, Callable[[], Iterable[ResourceRef]]] = {
         FLAVOR_SYNC: lambda: resync.flavors(compute, master),
-        VOLUME_TYPE_SYNC: lambda: resync.volume_types(volume, master),
+        VOLUME_TYPE_SYNC: volume_type_refs,
         KEYPAIR_SYNC: lambda: resync.keypairs(compute, regions.identity, master),
         QUOTA_SYNC: quota_refs,
     }

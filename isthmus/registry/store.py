@@ -129,6 +129,19 @@ class Registry:
         if not deleted:
             raise NotFound(f"pod {pod_id} not found")
 
+    def holdings(self, pod_id: str, resource_types: Iterable[str]) -> dict[str, list[str]]:
+        """The central ids of ``resource_types`` routed to ``pod_id`` (what still lives in that
+        region), by type; a type with none is left out."""
+        c = schema.routings.c
+        query = (sa.select(c.resource_type, c.top_id)
+                 .where(c.pod_id == pod_id, c.resource_type.in_(list(resource_types)))
+                 .order_by(c.resource_type, c.top_id))
+        out: dict[str, list[str]] = {}
+        with read_tx(self.engine) as conn:
+            for kind, top_id in conn.execute(query):
+                out.setdefault(kind, []).append(top_id)
+        return out
+
     def central_pod(self) -> Pod | None:
         return next((p for p in self.pods() if p.is_central), None)
 

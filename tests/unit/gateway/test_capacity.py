@@ -73,3 +73,21 @@ def test_a_new_project_binds_where_there_is_most_room_and_stays(tmp_path):
     asyncio.run(run())
     r.close()
     base.close()
+
+
+def test_a_gateway_for_some_regions_places_lists_and_masters_only_among_them(tmp_path) -> None:
+    """``[gateway] regions``: the operator's APIGateway ``regionSelector``."""
+    from isthmus.gateway.service import MasterRegionMissing, require_master
+
+    base = router(tmp_path)
+    assert len({p.region_name for p in base.registry.regional_pods()} - {"CentralRegion"}) >= 2
+    one = Router(base.registry, "CentralRegion", regions=["RegionTwo"])
+
+    async def run() -> None:
+        assert await one.regions() == ["RegionTwo"]
+        assert await one.master_region() == "RegionTwo"  # the one region it serves
+        assert (await one.choose("p1", None)).region_name == "RegionTwo"
+    asyncio.run(run())
+    require_master(base.registry, "CentralRegion", None, ["RegionTwo"])  # one region behind it: no master needed
+    with pytest.raises(MasterRegionMissing):
+        require_master(base.registry, "CentralRegion", None)

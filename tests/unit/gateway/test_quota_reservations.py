@@ -8,7 +8,7 @@ import pytest
 
 from isthmus.db import make_engine
 from isthmus.gateway import schema
-from isthmus.gateway.quotas import Exceeded, Reservations, units_that_fit
+from isthmus.gateway.quotas import Awaiting, Exceeded, Reservations, nova_has_it, units_that_fit
 from tests.dbservers import BACKENDS, Unreachable, empty_database
 
 LIMITS = {"instances": 3}
@@ -62,6 +62,44 @@ def test_a_settled_reservation_counts_only_for_readings_that_may_miss_it(db_url)
     assert over.value.resource == "instances" and over.value.used == 2
     # A reading that started after it finished includes it in the region's usage: not counted twice.
     store.reserve("compute", "p", LIMITS, {"instances": 2}, {"instances": 1}, now() + timedelta(seconds=1), 60)
+
+
+def test_a_server_made_counts_until_nova_counts_it_then_only_for_earlier_readings(db_url):
+    """CI saw 3 servers made under a limit of 2: a create settled at its 202 stopped
+    counting, while Nova's usage showed the server only once it left the scheduler."""
+    store = Reservations(make_engine(db_url))
+    rid, _ = store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 2}, now(), 60)
+    store.await_count(rid, "RegionTwo", {"server": "s1"}, 60)
+    assert store.awaiting("compute", "p") == [Awaiting(rid, "RegionTwo", {"server": "s1"})]
+    assert store.awaiting("compute", "q") == [] and store.awaiting("volume", "p") == []
+    later = now() + timedelta(seconds=1)
+    # The 202 came, Nova's usage still shows 0: counted, however late the reading.
+    with pytest.raises(Exceeded):
+        store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 2}, later, 60)
+    # Seen out of the scheduler: readings started after that show it in Nova's usage.
+    seen = now()
+    store.settle_counted([rid], seen)
+    assert store.awaiting("compute", "p") == []
+    store.reserve("compute", "p", LIMITS, {"instances": 2}, {"instances": 1}, seen + timedelta(seconds=1), 60)
+    with pytest.raises(Exceeded):  # a reading started before it may not
+        store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 2}, seen - timedelta(seconds=1), 60)
+
+
+def test_a_reservation_awaiting_its_count_still_expires(db_url):
+    store = Reservations(make_engine(db_url))
+    rid, _ = store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 3}, now(), 60)
+    store.await_count(rid, "RegionOne", {"server": "s1"}, -1)
+    assert store.awaiting("compute", "p") == []
+    store.reserve("compute", "p", LIMITS, {"instances": 0}, {"instances": 3}, now(), 60)
+
+
+@pytest.mark.parametrize("actions,counted", [
+    ({"instanceActions": []}, False),  # a build request, or not yet recorded in its cell
+    ({"instanceActions": [{"action": "create", "instance_uuid": "a"}]}, True),
+    ({}, False),
+])
+def test_nova_counts_a_server_once_its_create_is_recorded_in_its_cell(actions, counted):
+    assert nova_has_it(actions) is counted
 
 
 def test_a_create_that_made_nothing_gives_its_reservation_back(db_url):

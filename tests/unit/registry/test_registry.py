@@ -78,3 +78,27 @@ def test_deleting_a_pod_drops_its_routings(registry, pods):
     assert registry.routings_of("net", "network") == []
     with pytest.raises(NotFound):
         registry.get_pod(pod.pod_id)
+
+
+def test_remove_pod_waits_for_what_users_own_and_then_drops_the_copies(registry, pods, capsys):
+    """``isthmus operator remove-pod`` (the Job the operator runs when a Region is deleted)."""
+    from isthmus.cli.main import main
+
+    _, one, two, _ = pods
+    url = str(registry.engine.url)
+    registry.ensure_routing("net-1", "net-1", two.pod_id, "p", "network")  # Isthmus' copy: does not hold
+    registry.ensure_routing("port-1", "port-1", two.pod_id, "p", "port")  # a server's port bound there
+    registry.ensure_routing("vol-1", "vol-1", two.pod_id, "p", "volume")
+    registry.ensure_routing("port-2", "port-2", one.pod_id, "p", "port")  # another region's: irrelevant
+    assert main(["operator", "remove-pod", "--db-url", url, "RegionTwo"]) == 3
+    err = capsys.readouterr().err
+    assert "region RegionTwo still holds 1 port (port-1); 1 volume (vol-1)" in err
+    assert registry.find_pod("RegionTwo") is not None
+    for top in ("port-1", "vol-1"):  # the users' objects go
+        registry.forget(top, "port" if top.startswith("port") else "volume", two.pod_id)
+    assert main(["operator", "remove-pod", "--db-url", url, "RegionTwo"]) == 0
+    assert registry.find_pod("RegionTwo") is None
+    assert registry.routings_of("net-1", "network") == []  # the copies' routings went with it
+    assert [r.pod_id for r in registry.routings_of("port-2", "port")] == [one.pod_id]
+    assert main(["operator", "remove-pod", "--db-url", url, "RegionTwo"]) == 0  # again: nothing to do
+    assert "not registered" in capsys.readouterr().out
