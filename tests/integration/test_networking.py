@@ -303,6 +303,38 @@ def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
 
 
 @pytest.mark.exclusive
+def test_a_port_freed_in_one_region_boots_in_another_before_the_worker_removes_its_shadow(
+        sandbox, central, admin, stretched):
+    """Nova refused the boot ("port still in use") while the other region still held
+    the port's shadow, until port_sync removed it (a full run caught it). The region
+    replaces a shadow that central says is stale when Nova asks for the port."""
+    net, _ = stretched
+    one, two = sandbox.regions
+    port = central.network.create_port(network_id=net.id, name=f"{net.name}-freed")
+    second = sandbox.connect(two)
+    # A server of its own there: a region shadows only networks it has ports on.
+    second.compute.wait_for_server(boot(second, net.name, net.id), wait=240)
+    first = sandbox.connect(one)
+    server = first.compute.wait_for_server(boot(first, net.name, port_id=port.id), wait=240)
+    eventually(lambda: getattr(port_or_none(admin[two], port.id), "device_owner", None) == "compute:shadow",
+               what=f"the shadow in {two}")
+    sandbox_cli(sandbox, "sandbox", "stop", "isthmus-xjob")
+    try:
+        first.compute.delete_server(server)
+        first.compute.wait_for_delete(server, wait=120)
+        eventually(lambda: not central_port(admin, port.id).binding_host_id, what=f"unbound after {one}")
+        # Listed, not read by id (a read by id is what replaces it): no worker, still there.
+        assert [p.device_owner for p in admin[two].network.ports(id=port.id)] == ["compute:shadow"]
+        moved = second.compute.wait_for_server(boot(second, net.name, port_id=port.id), wait=240)
+        assert moved.status == "ACTIVE", moved.fault
+        regional = admin[two].network.get_port(port.id)
+        assert (regional.mac_address, regional.fixed_ips) == (port.mac_address, port.fixed_ips)
+        second.compute.delete_server(moved)
+    finally:
+        sandbox_cli(sandbox, "sandbox", "restart", "isthmus-xjob")
+
+
+@pytest.mark.exclusive
 def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, admin, stretched):
     """B17: with ``[isthmus] cross_region_l2 = noop`` no region holds shadow ports."""
     from isthmus.sandbox import xjob

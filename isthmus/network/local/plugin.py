@@ -481,14 +481,42 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         except (db_exc.DBDuplicateEntry, n_exc.MacAddressInUse, n_exc.IpAddressInUse):
             LOG.info("isthmus: port %s copied concurrently", central["id"])
 
-    # Override: --nic port-id=P names a central port this region has not copied.
+    # Override: --nic port-id=P names a central port this region has not copied,
+    # or a shadow here of a port that has just left the region it was bound in.
     def get_port(self, context, id, fields=None):
         try:
-            return super().get_port(context, id, fields)
+            port = super().get_port(context, id, fields)
         except n_exc.PortNotFound:
             if not self._copy_port(context, id):
                 raise
             return super().get_port(context, id, fields)
+        whole = port if fields is None else None
+        if not self._by_isthmus(context) and self._replace_stale_shadow(context, id, whole):
+            return super().get_port(context, id, fields)
+        return port
+
+    def _replace_stale_shadow(self, context, port_id: str, here: dict | None) -> bool:
+        """A user asks for a port that is a shadow here (Nova, before it binds a
+        server to it): when central, read now, says the port is bound nowhere else,
+        the shadow is stale (port_sync removes it within seconds) and Nova would
+        refuse the boot as "port still in use". It becomes the port's copy at once.
+        Proof only: central unreachable or the port still bound elsewhere keeps it."""
+        admin = context.elevated()
+        here = here or super().get_port(admin, port_id)
+        if not _is_shadow(here):
+            return False
+        try:
+            central = client().port(port_id)
+        except CentralUnavailable:
+            return False
+        if central is None or _bound_elsewhere(central, self.region):
+            return False
+        LOG.info("isthmus: shadow %s is stale (central: bound nowhere else); copying the port instead", port_id)
+        try:
+            super().delete_port(admin, port_id)
+        except n_exc.PortNotFound:
+            pass  # port_sync removed it meanwhile
+        return self._copy_port(context, port_id)
 
     def get_ports(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
                   page_reverse=False):

@@ -14,6 +14,7 @@ added to or removed from address groups; no rule changes.
 from __future__ import annotations
 
 import ipaddress
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -144,3 +145,46 @@ def member_pairs(port: Mapping[str, Any] | None, before: Mapping[str, Any] | Non
 def member_key(group_id: str, address: str) -> str:
     """The ``sg_member_sync`` job key of a pair."""
     return f"{group_id}#{cidr(address)}"
+
+
+def rules_key(group: Mapping[str, Any]) -> frozenset[str]:
+    """A group's rules as wiring sees them: Neutron's rules are immutable (a
+    change is a delete and a create), so their ids say when they changed."""
+    return frozenset(r["id"] for r in group.get("security_group_rules") or [])
+
+
+class KnownAddressGroups:
+    """What one worker process learnt of the regions' address groups, so that a
+    membership event writes without reading first: each group's address group id
+    per region, and the rules each region's copy of a group was last wired for.
+
+    A hint, never proof: a stale id answers 404 (or 400 for an address already
+    there) and the caller reads and converges instead; a copy changed by hand
+    since it was wired is repaired by ``security_group_sync``, the periodic
+    backstop, which reads everything and never consults this.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: dict[tuple[str, str], str] = {}
+        self._wired: dict[tuple[str, str], frozenset[str]] = {}
+
+    def id_of(self, region: str, group_id: str) -> str | None:
+        with self._lock:
+            return self._ids.get((region, group_id))
+
+    def remember(self, region: str, group_id: str, address_group_id: str) -> None:
+        with self._lock:
+            self._ids[(region, group_id)] = address_group_id
+
+    def forget(self, region: str, group_id: str) -> None:
+        with self._lock:
+            self._ids.pop((region, group_id), None)
+
+    def is_wired(self, region: str, group: Mapping[str, Any]) -> bool:
+        with self._lock:
+            return self._wired.get((region, group["id"])) == rules_key(group)
+
+    def wired(self, region: str, group: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._wired[(region, group["id"])] = rules_key(group)

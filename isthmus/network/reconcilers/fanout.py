@@ -48,6 +48,8 @@ def in_every_region(regions: Sequence[str], step: Callable[[str], None], label: 
             unreachable.append(region)
         except Rejected as err:
             if err.status != FORBIDDEN:
+                # The job fails for good: the log keeps where the refusal came from.
+                LOG.warning("%s: %s refused it; the job fails", label, region, exc_info=err)
                 raise PermanentFailure(f"{region}: {err}") from err
             LOG.warning("%s: %s; will retry", label, err)
             refused.append(f"{region} ({err})")

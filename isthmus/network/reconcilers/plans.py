@@ -222,13 +222,17 @@ def desired_rules(group: Mapping[str, Any], address_groups: Mapping[str, str]) -
 
 
 def plan_rules(group_id: str, desired: list[dict[str, Any]], existing: list[dict[str, Any]]) -> RulePlan:
+    """Rules to delete and to create so a copy holds ``desired``. A twin of a
+    wanted rule (two wirings that raced both made it) is kept, not deleted: ML2/OVN
+    deletes a rule's ACL by its match, which removes the twin's ACL too, and the
+    traffic the remaining rule admits is then dropped (seen across OVN regions)."""
     plan = RulePlan()
     want = {rule_key(r): r for r in desired}
-    have = {}
+    have = set()
     for rule in existing:
         key = rule_key(rule)
-        if key in want and key not in have:
-            have[key] = rule
+        if key in want:
+            have.add(key)
         else:
             plan.delete.append(rule["id"])
     plan.create = [rule_body(r, group_id) for key, r in want.items() if key not in have]

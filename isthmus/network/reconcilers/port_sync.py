@@ -6,7 +6,9 @@ deleted. It is a batch type (docs/jobs.md, Batch handlers): the ports of a burst
 (a deployment's servers booting) are one run, so per network and region one
 list call (by network and MACs, answered from the region's own database), one
 bulk create of the shadows, and a write per changed copy; its work follows the
-ports that changed, never the size of the network:
+ports that changed, never the size of the network. Where every port of the
+batch is newly bound elsewhere, the bulk create goes first and the list only
+follows Neutron's refusal (a copy or shadow there already):
 
 * the regional copy shows central's user-settable fields (a security change
   that never reaches the enforcing region is a security hole);
@@ -133,8 +135,17 @@ def sync_network_ports(services: Services, network_id: str, works: list[PortWork
 
     def sync_region(region: str) -> None:
         neutron = services.neutron(region)
-        copies = _copies(neutron, network_id, works)
         binds = shadows and services.binds_shadows(region)
+        if not _made_as_new(neutron, region, works, binds, region in routed):
+            _converge_region(neutron, region, binds)
+        ovn = services.ovn(region)
+        if ovn is not None and shadows and services.tunnel_keys is not None:
+            ovn_wiring.sync_ports(ovn, network_id, [w.central for w in works if w.central is not None],
+                                  [w.port_id for w in works if w.deleted], services.tunnel_keys, hypervisors)
+
+    def _converge_region(neutron: NeutronClient, region: str, binds: bool) -> None:
+        """Read the region's copies of the batch's ports, then plan and apply."""
+        copies = _copies(neutron, network_id, works)
         creates: list[tuple[str, dict]] = []
         for work in works:
             mine = copies.get(work.port_id, [])
@@ -146,10 +157,6 @@ def sync_network_ports(services: Services, network_id: str, works: list[PortWork
                 failures.add(work.port_id, region, err)
             creates += [(work.port_id, body) for body in plan.create_shadows]
         create_shadows(neutron, region, creates, failures)
-        ovn = services.ovn(region)
-        if ovn is not None and shadows and services.tunnel_keys is not None:
-            ovn_wiring.sync_ports(ovn, network_id, [w.central for w in works if w.central is not None],
-                                  [w.port_id for w in works if w.deleted], services.tunnel_keys, hypervisors)
 
     in_every_region(regions, sync_region, f"ports of {network_id}")
     if services.ovn_regions and services.tunnel_keys is not None:
@@ -159,6 +166,33 @@ def sync_network_ports(services: Services, network_id: str, works: list[PortWork
                 # key may serve another port now without two ports sharing it anywhere.
                 services.tunnel_keys.release_port(network_id, work.port_id)
     return failures
+
+
+def _made_as_new(neutron: NeutronClient, region: str, works: list[PortWork], binds: bool, routed: bool) -> bool:
+    """The common burst (ports newly bound elsewhere, each wanting a shadow here)
+    without reading the region first: the plan for a region that holds nothing of
+    these ports is their shadows, so create them; Neutron refuses a port whose MAC
+    (or address, or id) a copy or shadow already holds, with a 409 for the whole
+    bulk POST. True when the bulk creates were all taken; False (nothing else
+    done, or part of it) sends the caller to read and converge, which finishes it."""
+    bodies: list[dict] = []
+    for work in works:
+        if work.central is None or work.deleted or work.macs != {work.central["mac_address"]} \
+                or bound_region(work.central) in (None, region):
+            return False  # a delete, a MAC change, an unbind, or its own region: read first
+        plan = plans.plan_port(region, work.central, [], shadows=binds, local_members=routed, deleted=False)
+        if not plan.create_shadows:
+            return False
+        bodies += plan.create_shadows
+    for start in range(0, len(bodies), CHUNK):
+        chunk = bodies[start:start + CHUNK]
+        try:
+            neutron.create_many("ports", chunk)
+        except Rejected as err:
+            LOG.info("%d new shadow(s) in %s refused (%s): reading the region", len(chunk), region, err)
+            return False
+        LOG.info("%d shadow(s) in %s: %s", len(chunk), region, ", ".join(plans.shadow_of(b) or "" for b in chunk))
+    return True
 
 
 def _copies(neutron: NeutronClient, network_id: str, works: list[PortWork]) -> dict[str, list[dict]]:

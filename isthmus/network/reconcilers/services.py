@@ -19,6 +19,7 @@ from isthmus.clients.neutron import DEFAULT_TIMEOUT
 from isthmus.clients.ovsdb import OvsdbClient, TLSFiles
 from isthmus.clients.regions import register_auth_opts
 from isthmus.db import make_engine
+from isthmus.network.reconcilers.address_groups import KnownAddressGroups
 from isthmus.network.reconcilers.ovn.region import OvnRegion
 from isthmus.registry import Registry, Tombstones, TunnelKeys
 
@@ -130,6 +131,8 @@ class Services:
     ovn_regions: dict[str, OvnRegion] = field(default_factory=dict)
     # region -> remote chassis -> when first seen unreferenced (collect_chassis' grace)
     unreferenced_chassis: dict[str, dict[str, datetime]] = field(default_factory=dict, repr=False)
+    # sg_member_sync's hints: address group ids, group copies wired (address_groups.py)
+    address_groups: KnownAddressGroups = field(default_factory=KnownAddressGroups, repr=False)
     _network_types: dict[str, str | None] = field(default_factory=dict, repr=False)
     _backends: dict[str, tuple[float, bool]] = field(default_factory=dict, repr=False)
 

@@ -118,13 +118,15 @@ class _Changed(Exception):
 
 
 def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: dict, members: Members,
-               fill: bool) -> None:
+               fill: bool) -> dict[str, dict]:
     """One group's copy in a region: an address group for each group its rules
     name as remote (made and filled if missing; refilled by diff when ``fill``),
-    then its rules (central's plus companions, legacy /32 member rules removed)."""
+    then its rules (central's plus companions, legacy /32 member rules removed).
+    Returns the address groups, by the remote group they stand for."""
     rules = [r for r in central_group.get("security_group_rules") or [] if not r.get("remote_address_group_id")]
     remotes = [g for g in (members.group(s) for s in sorted(ag.remote_groups(rules))) if g is not None]
     ids: dict[str, str] = {}
+    chosen: dict[str, dict] = {}
     duplicates: list[dict] = []
     for group_id, (address_group, extra) in find(neutron, remotes).items():
         want = ag.desired_addresses
@@ -135,6 +137,7 @@ def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: d
         elif fill:
             converge(neutron, address_group, functools.partial(_filled, group_id, region, members=members))
         ids[group_id] = address_group["id"]
+        chosen[group_id] = address_group
         duplicates += extra
     plan = plans.plan_rules(central_group["id"], plans.desired_rules(central_group, ids),
                             copy.get("security_group_rules") or [])
@@ -146,6 +149,7 @@ def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: d
                  len(plan.create))
     for duplicate in duplicates:
         delete_unused(neutron, duplicate["id"])
+    return chosen
 
 
 def _filled(group_id: str, region: str, have: set[str], members: Members) -> set[str]:
@@ -252,16 +256,49 @@ def _holders(central: NeutronClient, group_id: str, addresses: list[str]) -> dic
 def _in_region(services: Services, region: str, group: dict, addresses: list[str],
                holders: Mapping[str, list[dict]], members: Members) -> None:
     neutron = services.neutron(region)
+    known = services.address_groups
     where = {a: {bound_region(p) for p in holders[a]} for a in addresses}
-    if any(region in regions for regions in where.values()):
+    present = {a for a in addresses if where[a] - {region}}
+    absent = set(addresses) - present
+    wired: dict[str, dict] = {}
+    if any(region in regions for regions in where.values()) and not known.is_wired(region, group):
         # A member bound here: the group's copy here must be wired (its first
-        # member here makes its address groups and companion rules).
+        # member here makes its address groups and companion rules). Once per
+        # worker and rule set: security_group_sync repairs what changes later.
         copy = neutron.get("security-groups", group["id"])  # a GET copies it if missing
         if copy is not None:
-            wire_group(neutron, region, group, copy, members, fill=False)
-    present = {a for a in addresses if where[a] - {region}}
-    address_group, _ = find(neutron, [group])[group["id"]]
+            wired = wire_group(neutron, region, group, copy, members, fill=False)
+            for remote, made in wired.items():
+                known.remember(region, remote, made["id"])
+            known.wired(region, group)
+    if not absent and group["id"] not in wired and _add_known(neutron, known, region, group["id"], sorted(present)):
+        return
+    # Removals always read first: an address is taken out only when it is there.
+    address_group: dict | None = wired.get(group["id"]) or find(neutron, [group])[group["id"]][0]
     if address_group is None:
+        known.forget(region, group["id"])
         return  # no rule here names the group: nothing to admit
-    absent = set(addresses) - present
+    known.remember(region, group["id"], address_group["id"])
     converge(neutron, address_group, lambda have: (have | present) - absent)
+
+
+def _add_known(neutron: NeutronClient, known: ag.KnownAddressGroups, region: str, group_id: str,
+               addresses: list[str]) -> bool:
+    """Add to the address group this worker knows, without reading it first;
+    False when it knows none or Neutron refuses (the group gone: 404; an address
+    there already: 400): the caller then reads and converges."""
+    address_group_id = known.id_of(region, group_id)
+    if address_group_id is None:
+        return False
+    try:
+        for start in range(0, len(addresses), _BULK):
+            chunk = addresses[start:start + _BULK]
+            if neutron.action(COLLECTION, address_group_id, "add_addresses", {"addresses": chunk}) is None:
+                known.forget(region, group_id)
+                return False
+    except Rejected as err:
+        if err.status != 400:
+            raise
+        return False
+    LOG.info("address group %s in %s: +%d", address_group_id, region, len(addresses))
+    return True

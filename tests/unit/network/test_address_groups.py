@@ -64,6 +64,17 @@ def test_companion_rules_are_kept_and_made_once():
     assert plan.create[0]["security_group_id"] == S and "remote_group_id" not in plan.create[0]
 
 
+def test_a_twin_of_a_wanted_rule_is_kept():
+    """Two wirings that raced made a companion twice. Deleting one twin on ML2/OVN
+    deleted the ACL both stood for (Neutron removes ACLs by match): the ping that
+    the remaining rule admits stopped."""
+    desired = plans.desired_rules(_group([REMOTE]), {S: "ag-1"})
+    companion = ag.companion_rule(REMOTE, "ag-1")
+    existing = [dict(REMOTE, id="x1"), dict(companion, id="x2"), dict(companion, id="x3"), dict(SSH, id="x4")]
+    plan = plans.plan_rules(S, desired, existing)
+    assert (plan.delete, plan.create) == (["x4"], [])
+
+
 def test_rule_key_tells_companions_apart_by_address_group():
     one, two = ag.companion_rule(REMOTE, "ag-1"), ag.companion_rule(REMOTE, "ag-2")
     assert rule_key(one) != rule_key(two) != rule_key(REMOTE)

@@ -52,12 +52,18 @@ class FakeNeutron:
             found = [p for p in found if p.get(key) in wanted]
         return found
 
+    def get(self, collection: str, obj_id: str) -> dict | None:
+        self._call("get", collection)
+        return next((p for p in self.ports.values() if p["id"] == obj_id), None)
+
     def _make(self, body: dict) -> dict:
         if body["mac_address"] in self.refuse:
             raise Rejected(400, f"bad port {body['mac_address']}")
         port = dict(body, id=plans.shadow_of(body) or body["name"])
-        if port["id"] + port["device_owner"] in self.ports:
-            raise Rejected(409, "exists")
+        if any(p["id"] == port["id"] or (p["network_id"], p["mac_address"]) == (port["network_id"],
+                                                                               port["mac_address"])
+               for p in self.ports.values()):
+            raise Rejected(409, "MacAddressInUse")  # Neutron: a copy or shadow holds its MAC (or id)
         return port
 
     def create_many(self, collection: str, bodies: builtins.list[dict]) -> builtins.list[dict]:
@@ -75,7 +81,7 @@ class FakeNeutron:
 
     def delete(self, collection: str, obj_id: str, if_revision: int | None = None) -> bool:
         self._call("delete", collection)
-        keys = [k for k, p in self.ports.items() if p["id"] == obj_id and plans.is_shadow(p)]
+        keys = [k for k, p in self.ports.items() if p["id"] == obj_id]
         for key in keys:
             del self.ports[key]
         return bool(keys)
@@ -139,8 +145,8 @@ def test_a_burst_of_ports_costs_one_list_and_one_bulk_create_per_region():
     assert services.central.calls == [("list", "ports")]
     for region in ("R2", "R3"):
         assert services.regions[region].shadows() == {p["id"] for p in ports}
-        assert services.regions[region].calls == [("list", "ports"), ("create_many", "ports", 40)]
-    assert services.regions["R1"].calls == [("list", "ports")]  # bound there: no shadow
+        assert services.regions[region].calls == [("create_many", "ports", 40)]  # new: no read first
+    assert services.regions["R1"].calls == [("list", "ports")]  # bound there: its copy read, no shadow
     assert all(batch.outcome(ctx) is None for ctx in batch)  # every job succeeds
 
 
@@ -198,3 +204,27 @@ def test_a_port_missing_at_central_is_proof_only_with_its_tombstone():
     run(services, batch_of("port-001", "port-002", payloads=payloads))
     assert services.regions["R2"].shadows() == {"port-002"}
     assert services.regions["R3"].shadows() == {"port-002"}
+
+
+def test_a_port_that_moved_is_read_first_where_its_old_copy_or_shadow_is():
+    port = vm(1, "R2")
+    services = cloud([port])
+    run(services, batch_of(port["id"]))
+    assert services.regions["R1"].shadows() == services.regions["R3"].shadows() == {port["id"]}
+    moved = vm(1, "R3")  # Nova moved it: bound in R3 now; R2 still holds its unbound copy
+    services.central.ports = {moved["id"] + moved["device_owner"]: moved}
+    services.regions["R2"].ports[port["id"] + port["device_owner"]]["binding:host_id"] = ""
+    # R3 holds the port itself now (one port per id: its shadow made way for it).
+    services.regions["R3"].ports = {moved["id"] + moved["device_owner"]: dict(moved)}
+    for fake in services.regions.values():
+        fake.calls.clear()
+    batch = batch_of(moved["id"])
+    run(services, batch)
+    # R1's stale shadow (host in R2) refused the blind create: read, replaced.
+    assert services.regions["R1"].calls[:2] == [("create_many", "ports", 1), ("list", "ports")]
+    (shadow,) = [p for p in services.regions["R1"].ports.values() if plans.is_shadow(p)]
+    assert shadow["binding:host_id"] == moved["binding:host_id"]
+    # R2: its old copy (unbound) refused the shadow; read, the copy goes, the shadow comes.
+    assert services.regions["R2"].shadows() == {port["id"]}
+    assert services.regions["R3"].calls == [("list", "ports")]  # its own region: read, nothing to do
+    assert all(batch.outcome(ctx) is None for ctx in batch)

@@ -102,6 +102,7 @@ class _Services:
         self.central = central
         self.regions = regions
         self.registry = _Registry(list(regions))
+        self.address_groups = ag.KnownAddressGroups()
 
     def neutron(self, region):
         return self.regions[region]
@@ -141,11 +142,14 @@ def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
     companions = [r for r in r1.groups[S]["security_group_rules"] if r.get("remote_address_group_id")]
     assert [r["remote_address_group_id"] for r in companions] == [r1_ag["id"]]
     assert len(r1.groups[S]["security_group_rules"]) == 2  # the remote-group rule stays
-    # Again: nothing to do (no rule churn, no address call).
+    # Again: no change. R1, wired already, only checks the address is absent; R2's
+    # add to the address group it knows is refused (there already), then read.
     r1.calls.clear()
     r2.calls.clear()
     sg_members.sync_pair(as_services(services), S, "10.0.0.5")
-    assert not [c for c in r1.calls + r2.calls if c[0] not in ("list",)]
+    assert r1.calls == [("list", "address-groups")]
+    assert r2.calls == [("add_addresses", ("10.0.0.5/32",)), ("list", "address-groups")]
+    assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
     # The port is deleted at central: its address leaves.
     central.ports.clear()
     sg_members.sync_pair(as_services(services), S, "10.0.0.5/32")
@@ -177,6 +181,43 @@ def test_a_batch_of_a_groups_pairs_reads_central_once_and_changes_each_address_g
     assert [c[0] for c in r3.calls] == ["list", "add_addresses"]  # find, then one add for 30 addresses
     assert [c[0] for c in r2.calls] == ["list", "add_addresses", "remove_addresses"]
     assert all(batch.outcome(ctx) is None for ctx in batch)
+
+
+def test_a_worker_that_knows_the_address_groups_adds_without_reading_and_rereads_a_stale_one():
+    central = FakeNeutron("Central", ports=[_vm("a", "10.0.0.5", "R1")])
+    central.groups[S] = GROUP
+    r1, r2, r3 = FakeNeutron("R1", [GROUP]), FakeNeutron("R2", [GROUP]), FakeNeutron("R3", [GROUP])
+    for fake in (r2, r3):
+        fake.create("address-groups", ag.body(GROUP))
+    services = _Services(central, {"R1": r1, "R2": r2, "R3": r3})
+    sg_members.sync_pair(as_services(services), S, "10.0.0.5")  # learns the ids, wires R1's copy
+    central.ports.append(_vm("b", "10.0.0.6", "R1"))
+    for fake in (r1, r2, r3):
+        fake.calls.clear()
+    gets = []
+    real_get = r1.get
+
+    def get(collection, obj_id):
+        if collection == "security-groups":
+            gets.append(obj_id)
+        return real_get(collection, obj_id)
+
+    r1.get = get  # type: ignore[method-assign]
+    # R3's address group is deleted and made again by someone else: the id known is stale.
+    (stale,) = r3.address_groups
+    del r3.address_groups[stale]
+    fresh = r3.create("address-groups", ag.body(GROUP, ["10.0.0.5/32"]))
+    r3.calls.clear()
+    sg_members.sync_pair(as_services(services), S, "10.0.0.6")
+    assert not gets and r1.calls == [("list", "address-groups")]  # no re-wiring: only the absence checked
+    assert r2.calls == [("add_addresses", ("10.0.0.6/32",))]  # straight to the known group
+    assert [c[0] for c in r3.calls] == ["add_addresses", "list", "add_addresses"]  # 404, read, converge
+    assert r3.address_groups[fresh["id"]]["addresses"] == {"10.0.0.5/32", "10.0.0.6/32"}
+    assert services.address_groups.id_of("R3", S) == fresh["id"]
+    # A rule change at central: R1's copy is wired again on the next member event.
+    central.groups[S] = dict(GROUP, security_group_rules=[REMOTE, dict(REMOTE, id="r2", ethertype="IPv6")])
+    sg_members.sync_pair(as_services(services), S, "10.0.0.6")
+    assert gets == [S]
 
 
 def test_a_group_central_cannot_read_retries_its_pairs_and_the_other_group_goes_on():
