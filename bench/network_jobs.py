@@ -387,8 +387,19 @@ def count_runs(requests: list[Request], job_path: str) -> int:
     return sum(1 for r in requests if r.agent.startswith(XJOB_AGENT) and r.method == "GET" and r.path == job_path)
 
 
-def check_reports(neutrons: Neutrons, network_id: str, made: list[MadePort]) -> list[str]:
-    """Central must show each port bound where it was made, with the region's report."""
+def check_reports(neutrons: Neutrons, network_id: str, made: list[MadePort], wait: float = 30.0) -> list[str]:
+    """Central must show each port bound where it was made, with the region's report
+    (a report central could not take at once is retried in the background: allowed
+    ``wait`` seconds)."""
+    deadline = time.monotonic() + wait
+    while True:
+        wrong = _unreported(neutrons, network_id, made)
+        if not wrong or time.monotonic() > deadline:
+            return wrong
+        time.sleep(1.0)
+
+
+def _unreported(neutrons: Neutrons, network_id: str, made: list[MadePort]) -> list[str]:
     ports = call(neutrons(CENTRAL_REGION), "GET", "/ports", params={
         "network_id": network_id, "device_owner": VM_OWNER,
         "fields": ["id", "binding:host_id", "binding:profile", "status"]})["ports"]
@@ -810,7 +821,8 @@ def main() -> int:
     run_start = marks(logs)
     fan_out: list[FanOut] = []
     try:
-        say(f"{tag}: {args.ports} ports over {', '.join(regions)}, {args.workers} workers")
+        say(f"{tag}: {args.ports} ports over {', '.join(regions)}, {args.workers} client threads, "
+            f"{layout.xjob_workers} isthmus-xjob process(es) (sandbox up --xjob-workers)")
         for region in regions:
             # Room for the baseline's ports, the one-client ones and the floor's shadows.
             created.regional_networks[region], _ = make_network(neutrons(region), f"{tag}-own",

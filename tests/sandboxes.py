@@ -148,9 +148,10 @@ def start_ovn_sandbox(state_dir: Path) -> Sandbox:
     ISTHMUS_TEST_OVN_BASE_PORT (24000), apart from the integration sandbox's."""
     base = free_base_port(int(os.environ.get("ISTHMUS_TEST_OVN_BASE_PORT", "24000")), len(OVN_REGIONS))
     # No small page limit here: the integration sandbox proves paging; this one
-    # runs beside it and spends no requests it does not need.
-    up = isthmus("sandbox", "up", "--ovn", "--regions", ",".join(OVN_REGIONS), "--state-dir", str(state_dir),
-                 "--base-port", str(base), check=False, timeout=900)
+    # runs beside it and spends no requests it does not need. No Cinder either
+    # (nine processes): no OVN test makes a volume.
+    up = isthmus("sandbox", "up", "--ovn", "--no-volume", "--regions", ",".join(OVN_REGIONS),
+                 "--state-dir", str(state_dir), "--base-port", str(base), check=False, timeout=900)
     if up.returncode != 0:
         isthmus("sandbox", "down", "--state-dir", str(state_dir), check=False)
         raise RuntimeError(f"sandbox up --ovn failed:\n{up.stdout}\n{up.stderr}")

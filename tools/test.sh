@@ -13,9 +13,9 @@
 #                                marked exclusive on three workers
 #                                (ISTHMUS_TEST_WORKERS), then the exclusive ones
 #                                alone (they stop, freeze or reconfigure services).
-#                                With ISTHMUS_TEST_OVN=1 (root), the OVN tests too, on a
-#                                second sandbox (three ML2/OVN regions) in the background
-#                                beside the exclusive ones
+#                                As root, the OVN tests too (ISTHMUS_TEST_OVN=0 leaves
+#                                them out), on a second sandbox (three ML2/OVN
+#                                regions) in the background beside the exclusive ones
 #   ./tools/test.sh ovn          regions on ML2/OVN: builds the OVN root once
 #                                (tools/ovn-root.sh), then tests/integration/ovn on a
 #                                sandbox of its own (up --ovn, three regions)
@@ -86,30 +86,50 @@ stop_sandbox() {
 }
 
 # The OVN tests (regions on ML2/OVN, tests/integration/ovn) have a sandbox of
-# their own, three OVN regions. With ISTHMUS_TEST_OVN=1 (and root), one
-# background job builds the OVN root if missing (tools/ovn-root.sh, about a
-# minute once per machine), starts that sandbox, runs the tests and stops it,
-# beside the exclusive phase at the lowest CPU priority; the tier waits for it
-# at the end. Not beside the parallel phase: that phase keeps both cores busy,
-# and the whole run took 27 minutes so; beside the exclusive one it added about
-# 2 minutes in one run, but in another its daemons starved at nice 19 and four
-# of its pings timed out: not in the default run yet (docs/ovn.md, "Tests").
+# their own, three OVN regions without Cinder. As root (ISTHMUS_TEST_OVN=0 leaves
+# them out), the OVN root is built when the run begins if missing
+# (tools/ovn-root.sh, about a minute once per machine, beside the unit tier);
+# when the parallel phase ends one background job starts that sandbox, runs the
+# tests and stops it, beside the exclusive phase, whose CPU-bound modules run
+# last (tests/tiers.py RUN_LAST), and at the same CPU priority; the tier waits
+# for it at the end. Not beside the parallel phase: that phase keeps both cores
+# busy, and the whole run took 27 minutes so. Not at nice 19: there its Open
+# vSwitch and OVN daemons starved and pings timed out (docs/ovn.md, "Tests").
 ovn_state=""
 ovn_job=""
+ovn_root_job=""
+ovn_wanted() {
+  [ "${ISTHMUS_TEST_OVN:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]
+}
+
+# The root's build (debootstrap: a minute of downloads, once per machine) starts
+# with the run, beside the unit tier, off the OVN job's path.
+start_ovn_root() {
+  ovn_wanted || return 0
+  ovn_state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-ovn.XXXXXX") || return 1
+  ( ./tools/ovn-root.sh >"$ovn_state.root.log" 2>&1; echo $? >"$ovn_state.root.rc" ) &
+  ovn_root_job=$!
+}
+
 start_ovn_job() {
-  if [ "${ISTHMUS_TEST_OVN:-0}" != 1 ]; then
-    echo "[test] OVN tests not in this run (ISTHMUS_TEST_OVN=1 adds them; ./tools/test.sh ovn runs them alone)"
+  if [ "${ISTHMUS_TEST_OVN:-1}" != 1 ]; then
+    echo "[test] OVN tests left out (ISTHMUS_TEST_OVN=0; ./tools/test.sh ovn runs them alone)"
     return 0
   fi
   if [ "$(id -u)" -ne 0 ]; then
     echo "[test] OVN tests skipped: regions on ML2/OVN need root (network namespaces, Open vSwitch)"
     return 0
   fi
-  ovn_state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-ovn.XXXXXX") || return 1
-  echo "[test] OVN tests: sandbox in $ovn_state, in the background (nice 19)"
-  ( renice -n 19 -p $BASHPID >/dev/null 2>&1 || true  # children inherit it
-    status=0
-    { ./tools/ovn-root.sh && "$PY" -m tests.sandboxes start-ovn "$ovn_state"; } >"$ovn_state.log" 2>&1 || status=$?
+  [ -n "$ovn_state" ] || start_ovn_root || return 1
+  echo "[test] OVN tests: sandbox in $ovn_state, in the background"
+  ( status=0
+    # The build is the parent shell's child, not this subshell's: wait for its rc file.
+    for _ in $(seq 900); do [ -e "$ovn_state.root.rc" ] && break; sleep 1; done
+    cat "$ovn_state.root.log" >"$ovn_state.log" 2>/dev/null || true
+    [ "$(cat "$ovn_state.root.rc" 2>/dev/null)" = 0 ] || status=1
+    if [ "$status" = 0 ]; then
+      "$PY" -m tests.sandboxes start-ovn "$ovn_state" >>"$ovn_state.log" 2>&1 || status=$?
+    fi
     if [ "$status" = 0 ]; then
       ISTHMUS_OVN_SANDBOX_DIR="$ovn_state" pytest_run ovn --tier integration -m ovn tests/integration/ovn \
         >>"$ovn_state.log" 2>&1 || status=$?
@@ -125,11 +145,11 @@ finish_ovn_job() {
   [ -n "$ovn_job" ] || return 0
   wait "$ovn_job" || true
   ovn_job=""
-  echo "[test] === OVN tests (ran in the background, nice 19) ==="
+  echo "[test] === OVN tests (ran in the background) ==="
   cat "$ovn_state.log"
   local rc
   rc=$(cat "$ovn_state.rc" 2>/dev/null || echo 1)
-  rm -f "$ovn_state.log" "$ovn_state.rc"
+  rm -f "$ovn_state.log" "$ovn_state.rc" "$ovn_state.root.log" "$ovn_state.root.rc"
   ovn_state=""
   return "$rc"
 }
@@ -137,8 +157,9 @@ finish_ovn_job() {
 stop_ovn_sandbox() {  # on exit: a job cut short leaves no sandbox behind
   [ -n "$ovn_state" ] || return 0
   [ -z "$ovn_job" ] || kill "$ovn_job" 2>/dev/null || true
+  [ -z "$ovn_root_job" ] || wait "$ovn_root_job" 2>/dev/null || true
   .venv/bin/isthmus sandbox down --state-dir "$ovn_state" >/dev/null 2>&1 || true
-  rm -f "$ovn_state.log" "$ovn_state.rc"
+  rm -f "$ovn_state.log" "$ovn_state.rc" "$ovn_state.root.log" "$ovn_state.root.rc"
 }
 
 tier_integration() {
@@ -179,6 +200,7 @@ done
 if [[ " ${tiers[*]} " == *" integration "* ]]; then
   "$PY" -m tests.sandboxes others || true
   start_sandbox
+  start_ovn_root
 fi
 times=()
 for tier in "${tiers[@]}"; do

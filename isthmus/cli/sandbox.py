@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--base-port", type=int, default=21000, help="first of the sandbox's ports (default 21000)")
     up.add_argument("--regions", default="RegionOne,RegionTwo", help="comma-separated compute regions")
     up.add_argument("--no-compute", action="store_true", help="Keystone and Neutron only (fast)")
+    up.add_argument("--no-volume", action="store_true",
+                    help="no Cinder in the regions and no volume API at the gateway (lighter; compute stays)")
     up.add_argument("--plain", action="store_true",
                     help="stock ML2 in every Neutron, no Isthmus plugins or job worker (a baseline)")
     up.add_argument("--neutron-page-limit", type=int, default=0, metavar="N",
@@ -44,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--stock-neutron", action="store_true",
                     help="one more neutron-server, stock ML2 and in no catalogue, at base port + 4: "
                          "the baseline of the differential fuzz tests (docs/fuzzing.md)")
+    up.add_argument("--xjob-workers", type=int, default=1, metavar="N",
+                    help="isthmus-xjob processes sharing the job database (default 1, at most 4); each job "
+                         "runs in one of them")
     up.add_argument("--no-schema-cache", action="store_true",
                     help="migrate every service's database instead of loading the schemas kept from an earlier "
                          "start (~/.cache/isthmus/sandbox-schemas; also ISTHMUS_NO_SCHEMA_CACHE=1)")
@@ -126,7 +131,8 @@ def _up(args) -> int:
     layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=regions,
                     compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
                     neutron_page_limit=args.neutron_page_limit, dataplane=args.dataplane or bool(ovn_regions),
-                    stock_neutron=args.stock_neutron, octavia=args.octavia, tls=args.tls, ovn_regions=ovn_regions)
+                    stock_neutron=args.stock_neutron, octavia=args.octavia, tls=args.tls, ovn_regions=ovn_regions,
+                    xjob_workers=args.xjob_workers, volume=not args.no_volume)
     return control.up(layout, schema_cache=not args.no_schema_cache)
 
 

@@ -43,7 +43,9 @@ def database_names(layout: Layout) -> list[str]:
     names = []
     for region in layout.regions:
         key = region.lower()
-        names += [f"nova_api_{key}", f"nova_cell0_{key}", f"nova_{key}", f"placement_{key}", f"cinder_{key}"]
+        names += [f"nova_api_{key}", f"nova_cell0_{key}", f"nova_{key}", f"placement_{key}"]
+        if layout.volume:
+            names.append(f"cinder_{key}")
         if layout.octavia:
             names.append(f"octavia_{key}")
         if layout.is_ovn(region):

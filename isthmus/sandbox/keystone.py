@@ -176,6 +176,9 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
                 CatalogEntry("compute", "nova", region, layout.url(layout.region_port(region, "nova"), "/v2.1")),
                 CatalogEntry("placement", "placement", region, layout.url(layout.region_port(region, "placement"))),
                 CatalogEntry("image", "glance", region, layout.url(layout.region_port(region, "glance"))),
+            ]
+        if layout.volume:
+            entries += [
                 CatalogEntry("block-storage", "cinder", region,
                              layout.url(layout.region_port(region, "cinder"), "/v3")),
                 CatalogEntry("volumev3", "cinderv3", region, layout.url(layout.region_port(region, "cinder"), "/v3")),
@@ -188,10 +191,13 @@ def catalog(layout: Layout) -> list[CatalogEntry]:
         # master region's Glance (the gateway replicates them, same UUID, on first boot elsewhere).
         entries += [
             CatalogEntry("compute", "nova", CENTRAL_REGION, gateway.compute_url(layout)),
-            CatalogEntry("block-storage", "cinder", CENTRAL_REGION, gateway.volume_url(layout)),
-            CatalogEntry("volumev3", "cinderv3", CENTRAL_REGION, gateway.volume_url(layout)),
             CatalogEntry("image", "glance", CENTRAL_REGION,
                          layout.url(layout.region_port(layout.regions[0], "glance"))),
+        ]
+    if layout.volume:
+        entries += [
+            CatalogEntry("block-storage", "cinder", CENTRAL_REGION, gateway.volume_url(layout)),
+            CatalogEntry("volumev3", "cinderv3", CENTRAL_REGION, gateway.volume_url(layout)),
         ]
     return entries
 

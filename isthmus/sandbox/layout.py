@@ -32,7 +32,8 @@ CENTRAL_NEUTRON_OFFSET = 1
 ADMIN_API_OFFSET = 2  # Isthmus Admin API (multiregion)
 GATEWAY_OFFSET = 3  # isthmus-gateway: CentralRegion's compute (and volume) endpoint
 STOCK_NEUTRON_OFFSET = 4  # --stock-neutron
-XJOB_METRICS_OFFSET = 5  # isthmus-xjob's Prometheus /metrics ([metrics] port)
+XJOB_METRICS_OFFSET = 5  # isthmus-xjob's Prometheus /metrics ([metrics] port); the Nth worker: 5+N-1
+MAX_XJOB_WORKERS = 4  # their metrics ports take offsets 5..8
 MARIADB_OFFSET = 9
 REGION_OFFSETS = {"neutron": 0, "nova": 1, "placement": 2, "glance": 3, "cinder": 4, "octavia": 5,
                   "ovn_nb": 6, "ovn_sb": 7}
@@ -62,6 +63,10 @@ def parse_regions(text: str) -> tuple[str, ...]:
     return regions
 
 
+def xjob_name(worker: int) -> str:
+    return "isthmus-xjob" if worker == 1 else f"isthmus-xjob-{worker}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Layout:
     state_dir: Path
@@ -83,12 +88,18 @@ class Layout:
     # Octavia per region (API + worker, amphora provider, no-op drivers), catalogued
     # as load-balancer; off by default to keep the plain sandbox light.
     octavia: bool = False
+    # Cinder per region (API, scheduler, volume) and the gateway's volume API;
+    # ``--no-volume`` leaves them out where nothing uses volumes (the OVN tests).
+    volume: bool = True
     # The gateway and the Admin API serve https (a private CA in tls/, clouds.yaml's cacert).
     tls: bool = False
     # Regions whose Neutron runs ML2/OVN with their own OVN (NB, SB, northd) and an
     # OVS + ovn-controller chassis in the host namespace (isthmus/sandbox/ovn.py);
     # needs the dataplane. The others run the sandbox binder (kernel VXLAN).
     ovn_regions: tuple[str, ...] = ()
+    # isthmus-xjob processes sharing the job database (``--xjob-workers``): the
+    # engine's leases keep them from running one key twice (docs/jobs.md).
+    xjob_workers: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
@@ -96,6 +107,8 @@ class Layout:
             raise ValueError("--neutron-page-limit: must be 0 (unlimited) or more")
         if self.octavia and not self.compute:
             raise ValueError("--octavia: needs the compute services (drop --no-compute)")
+        if not self.compute:
+            object.__setattr__(self, "volume", False)
         object.__setattr__(self, "ovn_regions", tuple(self.ovn_regions))
         unknown = [r for r in self.ovn_regions if r not in self.regions]
         if unknown:
@@ -103,6 +116,8 @@ class Layout:
         if self.ovn_regions and not (self.dataplane and self.compute):
             raise ValueError("--ovn: needs --dataplane and the compute services (OVN chassis live in the "
                              "dataplane's host namespaces)")
+        if not 1 <= self.xjob_workers <= MAX_XJOB_WORKERS:
+            raise ValueError(f"--xjob-workers: {self.xjob_workers} is not between 1 and {MAX_XJOB_WORKERS}")
         if not 1024 <= self.base_port <= 65535 - 10 * (len(self.regions) + 1):
             raise ValueError(f"--base-port: {self.base_port} leaves no room for the sandbox's ports")
 
@@ -125,12 +140,21 @@ class Layout:
 
     @property
     def xjob_metrics_port(self) -> int:
-        return self.base_port + XJOB_METRICS_OFFSET
+        return self.xjob_metrics_port_of(1)
+
+    def xjob_metrics_port_of(self, worker: int) -> int:
+        return self.base_port + XJOB_METRICS_OFFSET + worker - 1
+
+    @property
+    def xjob_names(self) -> list[str]:
+        """The job workers' service names: isthmus-xjob, isthmus-xjob-2, ..."""
+        return [xjob_name(i) for i in range(1, self.xjob_workers + 1)]
 
     def metrics_urls(self) -> dict[str, str]:
         """Where each Isthmus service serves Prometheus metrics (docs/metrics.md)."""
         return {
-            "isthmus-xjob": self.url(self.xjob_metrics_port, "/metrics"),
+            **{xjob_name(i): self.url(self.xjob_metrics_port_of(i), "/metrics")
+               for i in range(1, self.xjob_workers + 1)},
             "isthmus-admin": self.isthmus_url(self.admin_api_port, "/metrics"),
             "isthmus-gateway": self.isthmus_url(self.gateway_port, "/metrics"),
         }

@@ -30,6 +30,8 @@ from isthmus.sandbox.schema_cache import SchemaCache
 def planned_ports(layout: Layout) -> list[tuple[str, int]]:
     ports = [("keystone", layout.keystone_port), (f"neutron-{CENTRAL_REGION}", layout.central_neutron_port)]
     ports.append((admin_api.NAME, layout.admin_api_port))
+    if not layout.plain:
+        ports += [(name, layout.xjob_metrics_port_of(i)) for i, name in enumerate(layout.xjob_names, start=1)]
     if layout.stock_neutron:
         ports.append((f"neutron-{STOCK_NEUTRON}", layout.stock_neutron_port))
     if layout.compute and not layout.db_url:
@@ -37,7 +39,8 @@ def planned_ports(layout: Layout) -> list[tuple[str, int]]:
     for region in layout.regions:
         ports.append((f"neutron-{region}", layout.neutron_port(region)))
         if layout.compute:
-            for service in ("nova", "placement", "glance", "cinder", *(("octavia",) if layout.octavia else ())):
+            for service in ("nova", "placement", "glance", *(("cinder",) if layout.volume else ()),
+                            *(("octavia",) if layout.octavia else ())):
                 name = {"nova": "nova-api", "octavia": "octavia-api"}.get(service, service)
                 ports.append((f"{name}-{region}", layout.region_port(region, service)))
     if layout.compute:
@@ -111,7 +114,8 @@ def steps(layout: Layout, cache: SchemaCache | None = None) -> list[Step]:
                  (f"neutron-{STOCK_NEUTRON}", "catalog"), "default security-group rules"),
         ]
     if not layout.plain:
-        plan.append(Step("isthmus-xjob", lambda: xjob.start(layout), ("isthmus-db", "catalog"), "job worker"))
+        plan += [Step(name, functools.partial(xjob.start, layout, i), ("isthmus-db", "catalog"), "job worker")
+                 for i, name in enumerate(layout.xjob_names, start=1)]
     if layout.compute:
         for region in layout.regions:
             plan += _compute_steps(layout, region, cache)
@@ -152,7 +156,7 @@ def _compute_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step
     def volumes() -> None:
         cinder.wait_volume_service(layout, r, keystone.admin_connection(layout, r), cinder_records)
 
-    return [
+    steps = [
         Step(f"placement-setup-{r}", lambda: placement.prepare(layout, r, cache), ("mariadb",), "db sync"),
         Step(f"placement-{r}", _serve(lambda: placement.start(layout, r)), (f"placement-setup-{r}",), "starting"),
         # Schemas need only the database server; what talks over RPC waits for the vhosts.
@@ -169,6 +173,10 @@ def _compute_steps(layout: Layout, region: str, cache: SchemaCache) -> list[Step
              "starting, waiting for the host to report"),
         Step(f"content-{r}", content, (f"glance-{r}", f"nova-api-{r}", "catalog"),
              f"image {glance.TINY_IMAGE}, flavor {nova.FLAVOR}"),
+    ]
+    if not layout.volume:
+        return steps
+    return steps + [
         Step(f"cinder-setup-{r}", lambda: cinder.prepare(layout, r, cache), ("mariadb",), "db sync"),
         Step(f"cinder-api-{r}", _serve(lambda: cinder.start_api(layout, r)), (f"cinder-setup-{r}", "rabbitmq"),
              "starting"),
@@ -199,7 +207,7 @@ def starter(layout: Layout, name: str):
     starters = {
         "keystone": _serve(lambda: keystone.start(layout)),
         admin_api.NAME: _serve(lambda: admin_api.start(layout)),
-        "isthmus-xjob": lambda: xjob.start(layout),
+        **{name: functools.partial(xjob.start, layout, i) for i, name in enumerate(layout.xjob_names, start=1)},
     }
     if not layout.db_url:  # the sandbox's own MariaDB (an operator's --db-url is not ours to start)
         starters["mariadb"] = lambda: database.start_private(layout)

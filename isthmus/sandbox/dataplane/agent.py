@@ -50,6 +50,11 @@ class AgentConfig:
     # socket (wakeup.py); a pass also runs every ``resync`` seconds as a backstop.
     wakeup_socket: str = ""
     resync: float = 10.0
+    # Woken passes start at least this far apart: a burst of changes (a test
+    # booting servers, a campaign) is read in one pass a second, not one pass per
+    # change (each pass is a dozen Neutron lists; the region's neutron-server was
+    # spending half its requests on them).
+    min_gap: float = 1.0
     # An ML2/OVN region (sandbox --ovn): argv prefixes of ovs-vsctl (on the
     # chassis' database) and ethtool. Servers are plugged into br-int and OVN
     # does the rest (L2 across regions, routers): no bridges, VXLAN or routers here.
@@ -130,6 +135,12 @@ def _read_ovn_servers(neutron: NeutronClient, config: AgentConfig, bound_here: l
     return Reading(wiring.HostWiring(servers=planned.servers), [])
 
 
+def settle_delay(began: float, now: float, min_gap: float) -> float:
+    """How long a woken agent waits before its next pass: none after a quiet
+    spell (a lone change is served at once), the rest of ``min_gap`` otherwise."""
+    return max(0.0, began + min_gap - now)
+
+
 class Agent:
     def __init__(self, config: AgentConfig, neutron: NeutronClient) -> None:
         self.config = config
@@ -155,7 +166,8 @@ class Agent:
                 listener.drain()  # what arrived before this pass, this pass reads
             self.run_once()
             if listener is not None:
-                listener.wait(self.config.resync)  # at once if a change came during the pass
+                if listener.wait(self.config.resync):  # at once if a change came during the pass
+                    time.sleep(settle_delay(began, time.monotonic(), self.config.min_gap))
             else:
                 time.sleep(max(0.0, self.config.interval - (time.monotonic() - began)))
 

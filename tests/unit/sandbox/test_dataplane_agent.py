@@ -102,3 +102,11 @@ def test_a_routers_network_is_wired_without_servers_and_its_unbound_ports_are_bo
     monkeypatch.setattr(Agent, "_apply", lambda self, wanted, full_check=False: None)
     assert Agent(CONFIG, as_client(neutron)).run_once() is True
     assert neutron.updates == [("ports", "rp1", {"binding:host_id": "regionone-compute"})]
+
+
+def test_a_woken_agent_passes_at_once_after_a_quiet_spell_and_at_most_once_a_gap_in_a_burst():
+    from isthmus.sandbox.dataplane.agent import settle_delay
+
+    assert settle_delay(began=100.0, now=112.0, min_gap=1.0) == 0.0  # woken long after its pass began
+    assert settle_delay(began=100.0, now=100.25, min_gap=1.0) == 0.75  # mid-burst: the rest of the gap
+    assert settle_delay(began=100.0, now=100.25, min_gap=0.0) == 0.0

@@ -24,8 +24,41 @@ def test_no_compute_plans_only_keystone_neutron_and_admin_api(tmp_path):
     layout = Layout(tmp_path, base_port=30000, compute=False)
     ports = planned_ports(layout)
     assert [n for n, _ in ports] == [
-        "keystone", "neutron-CentralRegion", "isthmus-admin", "neutron-RegionOne", "neutron-RegionTwo"]
+        "keystone", "neutron-CentralRegion", "isthmus-admin", "isthmus-xjob", "neutron-RegionOne", "neutron-RegionTwo"]
     assert dict(ports)["isthmus-admin"] == layout.admin_api_port == 30002
+
+
+def test_no_volume_plans_no_cinder_and_catalogues_no_volume_api(tmp_path):
+    from isthmus.sandbox.keystone import catalog
+    from isthmus.sandbox.plan import steps
+
+    full, light = Layout(tmp_path / "a", base_port=30000), Layout(tmp_path / "b", base_port=30000, volume=False)
+    assert {n for n, _ in planned_ports(full)} - {n for n, _ in planned_ports(light)} == {
+        "cinder-RegionOne", "cinder-RegionTwo"}
+    assert not any(step.name.startswith("cinder") for step in steps(light))
+    assert {f"cinder-api-{r}" for r in full.regions} <= {step.name for step in steps(full)}
+    types = {(e.type, e.region) for e in catalog(light)}
+    assert not {t for t, _ in types} & {"block-storage", "volumev3"}
+    assert ("compute", "CentralRegion") in types  # the gateway still serves compute
+    light.make_dirs()
+    light.save()
+    assert Layout.load(light.state_dir) == light
+
+
+def test_job_workers_each_get_a_metrics_port_and_a_start_step(tmp_path):
+    from isthmus.sandbox.plan import steps
+
+    layout = Layout(tmp_path, base_port=30000, compute=False, xjob_workers=3)
+    ports = dict(planned_ports(layout))
+    assert [ports[n] for n in ("isthmus-xjob", "isthmus-xjob-2", "isthmus-xjob-3")] == [30005, 30006, 30007]
+    assert {"isthmus-xjob", "isthmus-xjob-2", "isthmus-xjob-3"} <= {step.name for step in steps(layout)}
+    assert set(layout.metrics_urls()) >= {"isthmus-xjob", "isthmus-xjob-2", "isthmus-xjob-3"}
+    layout.make_dirs()
+    layout.save()
+    assert Layout.load(tmp_path) == layout
+    for bad in (0, 5):
+        with pytest.raises(ValueError, match="--xjob-workers"):
+            Layout(tmp_path, xjob_workers=bad)
 
 
 def test_availability_zones_follow_region_order(tmp_path):
