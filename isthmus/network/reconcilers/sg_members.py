@@ -259,7 +259,13 @@ def _in_region(services: Services, region: str, group: dict, addresses: list[str
     known = services.address_groups
     where = {a: {bound_region(p) for p in holders[a]} for a in addresses}
     present = {a for a in addresses if where[a] - {region}}
-    absent = set(addresses) - present
+    # Held only by members bound here: the group's own remote-group rule admits
+    # them here already, so the address group may keep such an address (left
+    # from when a member holding it was bound elsewhere) without admitting
+    # anything more; the full pass (security_group_sync) takes it out. So a
+    # member's own region costs its event no read.
+    here_only = {a for a in addresses if where[a] == {region}}
+    absent = set(addresses) - present - here_only
     wired: dict[str, dict] = {}
     if any(region in regions for regions in where.values()) and not known.is_wired(region, group):
         # A member bound here: the group's copy here must be wired (its first
@@ -271,7 +277,8 @@ def _in_region(services: Services, region: str, group: dict, addresses: list[str
             for remote, made in wired.items():
                 known.remember(region, remote, made["id"])
             known.wired(region, group)
-    if not absent and group["id"] not in wired and _add_known(neutron, known, region, group["id"], sorted(present)):
+    if not absent and (not present or (group["id"] not in wired
+                                       and _add_known(neutron, known, region, group["id"], sorted(present)))):
         return
     # Removals always read first: an address is taken out only when it is there.
     address_group: dict | None = wired.get(group["id"]) or find(neutron, [group])[group["id"]][0]

@@ -142,17 +142,43 @@ def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
     companions = [r for r in r1.groups[S]["security_group_rules"] if r.get("remote_address_group_id")]
     assert [r["remote_address_group_id"] for r in companions] == [r1_ag["id"]]
     assert len(r1.groups[S]["security_group_rules"]) == 2  # the remote-group rule stays
-    # Again: no change. R1, wired already, only checks the address is absent; R2's
-    # add to the address group it knows is refused (there already), then read.
+    # Again: no change. R1, wired already, is not asked anything (its own rule admits
+    # its member); R2's add to the address group it knows is refused (there already), then read.
     r1.calls.clear()
     r2.calls.clear()
     sg_members.sync_pair(as_services(services), S, "10.0.0.5")
-    assert r1.calls == [("list", "address-groups")]
+    assert r1.calls == []
     assert r2.calls == [("add_addresses", ("10.0.0.5/32",)), ("list", "address-groups")]
     assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
     # The port is deleted at central: its address leaves.
     central.ports.clear()
     sg_members.sync_pair(as_services(services), S, "10.0.0.5/32")
+    assert r2.address_groups[r2_ag["id"]]["addresses"] == set()
+
+
+def test_a_member_moved_here_leaves_its_address_here_until_it_is_gone_from_the_group():
+    """A member's own region is not read on its events: an address left in that
+    region's address group from when the member was bound elsewhere admits only
+    what the group's own rule admits there; the address leaves once no member holds it."""
+    member = _vm("a", "10.0.0.5", "R2")
+    central = FakeNeutron("Central", ports=[member])
+    central.groups[S] = GROUP
+    r1, r2 = FakeNeutron("R1", [GROUP]), FakeNeutron("R2", [GROUP])
+    r1_ag = r1.create("address-groups", ag.body(GROUP))
+    services = _Services(central, {"R1": r1, "R2": r2})
+    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
+    assert r1.address_groups[r1_ag["id"]]["addresses"] == {"10.0.0.5/32"}
+    central.ports[0] = _vm("a", "10.0.0.5", "R1")  # moved to R1
+    r1.calls.clear()
+    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
+    (r2_ag,) = r2.address_groups.values()
+    assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
+    assert r1.calls[0][0] == "list"  # wiring R1's copy for its first member there, not a removal
+    assert not [c for c in r1.calls if c[0] == "remove_addresses"]
+    assert r1.address_groups[r1_ag["id"]]["addresses"] == {"10.0.0.5/32"}
+    central.ports.clear()  # deleted: no member holds the address, it leaves everywhere
+    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
+    assert r1.address_groups[r1_ag["id"]]["addresses"] == set()
     assert r2.address_groups[r2_ag["id"]]["addresses"] == set()
 
 
@@ -209,7 +235,7 @@ def test_a_worker_that_knows_the_address_groups_adds_without_reading_and_rereads
     fresh = r3.create("address-groups", ag.body(GROUP, ["10.0.0.5/32"]))
     r3.calls.clear()
     sg_members.sync_pair(as_services(services), S, "10.0.0.6")
-    assert not gets and r1.calls == [("list", "address-groups")]  # no re-wiring: only the absence checked
+    assert not gets and r1.calls == []  # no re-wiring, and its own member needs nothing there
     assert r2.calls == [("add_addresses", ("10.0.0.6/32",))]  # straight to the known group
     assert [c[0] for c in r3.calls] == ["add_addresses", "list", "add_addresses"]  # 404, read, converge
     assert r3.address_groups[fresh["id"]]["addresses"] == {"10.0.0.5/32", "10.0.0.6/32"}
