@@ -14,8 +14,8 @@ call, and the controllers work through nodes one by one: a hung region would
 stall every node of every region. So a timeout opens that region's
 :class:`RegionBreaker` for a while; its calls then fail at once (still an
 error, never "not found"), and the first call after the pause probes it
-again. Refused connections and HTTP errors fail fast on their own and do not
-open it.
+again while the others keep failing fast until it answers. Refused
+connections and HTTP errors fail fast on their own and do not open it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+from isthmus.breaker import Breaker
 from isthmus.ccm.config import AuthOptions, CloudConfig
 from isthmus.ccm.errors import RegionError
 from isthmus.ccm.model import Flavor, Network, Port, Server, ServerAddress
@@ -101,39 +102,70 @@ def build_session(config: CloudConfig, auth: Any | None = None) -> Any:
 
 
 class RegionBreaker:
-    """Per-region pause after a timeout; thread-safe.
-
-    ``check`` raises :class:`RegionError` while a region is paused; ``trip``
-    pauses it for ``cooldown`` seconds. Expiry lets the next call through as
-    a probe: if it times out again the region is paused again, so a hung
-    region costs one timeout per ``cooldown`` instead of one per node.
-    """
+    """A circuit breaker per region (:class:`isthmus.breaker.Breaker`, the one the
+    gateway and the worker use): after a timeout the region's calls fail at once
+    for ``cooldown`` seconds, then one call probes it while the others keep
+    failing fast, so a hung region costs one timeout per ``cooldown`` instead of
+    one per node. Only timeouts open it (refused connections and HTTP errors
+    fail fast on their own); a timeout while the region answered other calls is
+    a busy region, not a hung one, and does not count. ``cooldown`` 0: never open."""
 
     def __init__(self, cooldown: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.cooldown = cooldown
         self.clock = clock
-        self._open: dict[str, tuple[float, str]] = {}  # region -> (until, reason)
+        self._breakers: dict[str, Breaker] = {}
+        self._reasons: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def check(self, region: str) -> None:
+    def _of(self, region: str) -> Breaker:
         with self._lock:
-            until, reason = self._open.get(region, (0.0, ""))
-        left = until - self.clock()
+            breaker = self._breakers.get(region)
+            if breaker is None:
+                breaker = self._breakers[region] = Breaker(cooldown=self.cooldown, clock=self.clock)
+            return breaker
+
+    def _refused(self, region: str, left: float) -> RegionError:
+        return RegionError(region, f"not asked for {left:.0f}s more after a timeout ({self._reasons.get(region)})")
+
+    def check(self, region: str) -> None:
+        """Raise while the region's calls fail at once; admits no call (see ``admit``)."""
+        left = self._of(region).open_for() if self.cooldown > 0 else 0.0
         if left > 0:
-            raise RegionError(region, f"not asked for {left:.0f}s more after a timeout ({reason})")
+            raise self._refused(region, left)
+
+    def admit(self, region: str) -> float | None:
+        """Before a call: raise while the region's calls fail at once (the call
+        after the cooldown is the probe). Returns the call's start on the
+        breaker's clock, to give back to ``timed_out``."""
+        if self.cooldown <= 0:
+            return None
+        breaker = self._of(region)
+        left = breaker.admit()
+        if left > 0:
+            raise self._refused(region, left)
+        return breaker.now()
+
+    def answered(self, region: str) -> None:
+        if self.cooldown > 0:
+            self._of(region).succeeded()
+
+    def no_verdict(self, region: str) -> None:
+        """The call ended without telling whether the region is up (refused, or failed before asking)."""
+        if self.cooldown > 0:
+            self._of(region).abandoned()
+
+    def timed_out(self, region: str, reason: str, since: float | None = None) -> None:
+        if self.cooldown <= 0:
+            return
+        breaker = self._of(region)
+        self._reasons[region] = reason
+        breaker.failed(since=since)
+        if breaker.state() == "open":
+            LOG.warning("region %s timed out (%s): its calls fail at once for %.0fs", region, reason, self.cooldown)
 
     def is_open(self, region: str) -> bool:
         """Whether ``region``'s calls fail at once now (the metrics' breaker state)."""
-        with self._lock:
-            until, _ = self._open.get(region, (0.0, ""))
-        return until > self.clock()
-
-    def trip(self, region: str, reason: str) -> None:
-        if self.cooldown <= 0:
-            return
-        with self._lock:
-            self._open[region] = (self.clock() + self.cooldown, reason)
-        LOG.warning("region %s timed out (%s): its calls fail at once for %.0fs", region, reason, self.cooldown)
+        return self.cooldown > 0 and self._of(region).state() == "open"
 
 
 # Told of every OpenStack call: (region, result, seconds); results as in isthmus.ccm.health.
@@ -145,7 +177,7 @@ def _no_observe(region: str, result: str, seconds: float) -> None:
 
 
 @contextmanager
-def _region_errors(region: str, what: str, breaker: RegionBreaker | None = None,
+def region_errors(region: str, what: str, breaker: RegionBreaker | None = None,
                    observe: Observe = _no_observe) -> Iterator[None]:
     """Turn any SDK / keystoneauth failure into a RegionError for ``region``.
 
@@ -155,27 +187,37 @@ def _region_errors(region: str, what: str, breaker: RegionBreaker | None = None,
     from keystoneauth1 import exceptions as ksa_exc
     from openstack import exceptions as sdk_exc
 
+    since = None
     if breaker is not None:
         try:
-            breaker.check(region)
+            since = breaker.admit(region)
         except RegionError:
             observe(region, "paused", 0.0)
             raise
     started = time.monotonic()
     result = "error"
+    verdict = "none"  # what the call tells of the region: answered, timed_out, or nothing
     try:
         yield
-        result = "ok"
+        result, verdict = "ok", "answered"
     except RegionError:
         raise
     except ksa_exc.ConnectTimeout as exc:  # keystoneauth's name for connect *and* read timeouts
-        result = "timeout"
-        if breaker is not None:
-            breaker.trip(region, f"{what} timed out")
+        result, verdict = "timeout", "timed_out"
+        raise RegionError(region, f"{what}: {_one_line(exc)}") from exc
+    except sdk_exc.HttpException as exc:
+        verdict = "answered"  # an HTTP error is an answer: the region is up
         raise RegionError(region, f"{what}: {_one_line(exc)}") from exc
     except (sdk_exc.SDKException, ksa_exc.ClientException) as exc:
         raise RegionError(region, f"{what}: {_one_line(exc)}") from exc
     finally:
+        if breaker is not None:
+            if verdict == "answered":
+                breaker.answered(region)
+            elif verdict == "timed_out":
+                breaker.timed_out(region, f"{what} timed out", since)
+            else:
+                breaker.no_verdict(region)
         observe(region, result, time.monotonic() - started)
 
 
@@ -183,12 +225,12 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _get_or_none(region: str, what: str, fetch: Callable[[], Any], breaker: RegionBreaker | None = None,
+def get_or_none(region: str, what: str, fetch: Callable[[], Any], breaker: RegionBreaker | None = None,
                  observe: Observe = _no_observe) -> Any | None:
     """``fetch()``, with 404 as ``None`` and other failures as RegionError."""
     from openstack import exceptions as sdk_exc
 
-    with _region_errors(region, what, breaker, observe):
+    with region_errors(region, what, breaker, observe):
         try:
             return fetch()
         except sdk_exc.NotFoundException:
@@ -253,10 +295,10 @@ class OpenStackRegionClient:
         self._observe = observe
 
     def _get(self, what: str, fetch: Callable[[], Any]) -> Any | None:
-        return _get_or_none(self.region, what, fetch, self._breaker, self._observe)
+        return get_or_none(self.region, what, fetch, self._breaker, self._observe)
 
     def _errors(self, what: str) -> Any:
-        return _region_errors(self.region, what, self._breaker, self._observe)
+        return region_errors(self.region, what, self._breaker, self._observe)
 
     def get_server(self, server_id: str) -> Server | None:
         raw = self._get(f"GET server {server_id}", lambda: self._conn.compute.get_server(server_id))
@@ -291,7 +333,7 @@ class OpenStackRegionClient:
         return None if raw is None else Network(id=raw.id, name=raw.name or "")
 
 
-def _sdk_connection(session: Any, region: str, interface: str) -> Any:
+def sdk_connection(session: Any, region: str, interface: str) -> Any:
     from openstack import connection
 
     return connection.Connection(session=session, region_name=region, interface=interface)
@@ -332,7 +374,7 @@ class OpenStackClients:
         session: Any,
         regions: tuple[str, ...],
         interface: str = "public",
-        connect: Callable[[Any, str, str], Any] = _sdk_connection,
+        connect: Callable[[Any, str, str], Any] = sdk_connection,
         breaker: RegionBreaker | None = None,
         observe: Observe = _no_observe,
     ) -> None:
@@ -365,7 +407,7 @@ class OpenStackClients:
         from keystoneauth1 import exceptions as ksa_exc
 
         for service in SERVICES:
-            with _region_errors(region, f"{service} endpoint lookup"):
+            with region_errors(region, f"{service} endpoint lookup"):
                 try:
                     url = self.session.get_endpoint(service_type=service, interface=self.interface, region_name=region)
                 except ksa_exc.EndpointNotFound:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -33,7 +32,9 @@ from typing import Any
 
 from isthmus.ccm import gcfg
 from isthmus.ccm.errors import CCMError
+from isthmus.ccm.gcfg import parse_bool
 from isthmus.ccm.loadbalancer.options import LoadBalancerConfig, set_option
+from isthmus.kube.durations import parse_duration
 
 LOG = logging.getLogger(__name__)
 
@@ -159,42 +160,6 @@ _SCHEMA: dict[str, dict[str, tuple[str, Kind]]] = {
 # Sections OCCM knows but this CCM does not use: accepted silently.
 # ([LoadBalancer] and [LoadBalancer "REGION"] are read by _apply.)
 _OTHER_OCCM_SECTIONS = frozenset({"loadbalancerclass", "route"})
-
-_TRUE = frozenset({"true", "yes", "on", "1"})
-_FALSE = frozenset({"false", "no", "off", "0"})
-
-
-def parse_bool(value: str | None) -> bool:
-    """gcfg booleans; ``None`` is a bare key, which means true."""
-    if value is None or value.lower() in _TRUE:
-        return True
-    if value.lower() in _FALSE:
-        return False
-    raise ValueError(f"failed to parse {value!r} as bool")
-
-
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_duration(text: str) -> float:
-    """A Go ``time.ParseDuration`` string (``1m30s``, ``1.5h``) in seconds."""
-    sign, body = 1.0, text
-    if body[:1] in "+-" and body:
-        sign, body = (-1.0 if body[0] == "-" else 1.0), body[1:]
-    if body == "0":
-        return 0.0
-    if not body:
-        raise ValueError(f"invalid duration {text!r}")
-    total, pos = 0.0, 0
-    while pos < len(body):
-        match = _DURATION_PART.match(body, pos)
-        if not match or match.group(1) in ("", "."):
-            raise ValueError(f"invalid duration {text!r}")
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    return sign * total
-
 
 def check_metadata_search_order(order: str) -> None:
     """OCCM's CheckMetadataSearchOrder, with its exact error texts."""

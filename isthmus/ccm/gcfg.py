@@ -241,3 +241,16 @@ def quote(value: str) -> str:
     """Render ``value`` so that :func:`parse` reads it back unchanged."""
     body = "".join("\\" + {"\n": "n", "\t": "t"}.get(c, c) if c in '\\"\n\t' else c for c in value)
     return f'"{body}"'
+
+
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+
+
+def parse_bool(value: str | None) -> bool:
+    """gcfg booleans; ``None`` is a bare key, which means true."""
+    if value is None or value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ValueError(f"failed to parse {value!r} as bool")

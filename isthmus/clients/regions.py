@@ -22,6 +22,14 @@ def register_auth_opts(conf: cfg.ConfigOpts, group: str) -> None:
         pass
 
 
+def auth_opts() -> list[cfg.Opt]:
+    """What ``register_auth_opts`` registers, for sample files: keystoneauth's
+    session and common options, and the password plugin's (a service user's)."""
+    opts = ks_loading.get_session_conf_options() + ks_loading.get_auth_common_conf_options()
+    names = {opt.dest for opt in opts}
+    return opts + [opt for opt in ks_loading.get_auth_plugin_conf_options("password") if opt.dest not in names]
+
+
 def load_session(conf: cfg.ConfigOpts, group: str, default_timeout: float | None = None) -> ks_session.Session:
     """The session of ``group``; ``default_timeout`` applies unless the group
     sets its own ``timeout`` (which then wins). The session's timeout bounds

@@ -13,7 +13,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 
 from isthmus import callguard
-from isthmus.clients.breaker import Breaker
+from isthmus.breaker import Breaker
 
 DEFAULT_TIMEOUT = 10.0
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from isthmus.clients.breaker import Breaker
+from isthmus.breaker import Breaker
 from isthmus.gateway import metrics
 
 LOG = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from isthmus.clients.neutron import DEFAULT_TIMEOUT
-from isthmus.clients.regions import register_auth_opts
+from isthmus.clients.regions import auth_opts, register_auth_opts
 
 GROUP = "isthmus"
 CENTRAL_AUTH_GROUP = "isthmus_central"
@@ -47,5 +47,7 @@ def register(conf: cfg.ConfigOpts = cfg.CONF) -> None:
     _registered = True
 
 
-def list_opts():
-    return [(GROUP, OPTS)]
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """For oslo-config-generator (namespace isthmus-neutron): the plugins' options in
+    neutron-server's configuration."""
+    return [(GROUP, OPTS), (CENTRAL_AUTH_GROUP, auth_opts())]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from isthmus.kube.durations import parse_duration as go_duration
 from isthmus.operator import GROUP
 
 ROTATED_AT = f"{GROUP}/fernet-keys-rotated-at"
@@ -58,20 +59,15 @@ def check_keys(interval: timedelta, token_expiration: timedelta, allow_expired_w
             f"tokenExpiration {token_expiration} + allowExpiredWindow {allow_expired_window}); at most "
             f"{MAX_KEYS}: rotate every {shortest} or less often, or shorten the tokens' life")
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
 def parse_duration(text: str, field: str = "fernetRotationInterval") -> timedelta:
-    """A Go duration (``24h``, ``1h30m``, ``90s``); ``0`` is none (no rotation).
+    """A duration of the resource's ``field``: Go's syntax (the Kubernetes
+    world's, isthmus.kube.durations) in the form ``DURATION_PATTERN`` admits
+    (the CRD's pattern: no sign, hours down to milliseconds); ``0`` is none.
     Raises ValueError naming the field and the text otherwise."""
     text = (text or "").strip()
-    if text == "0":
-        return timedelta(0)
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+    if not re.fullmatch(DURATION_PATTERN.strip("^$"), text):
         raise ValueError(f"{field}: {text!r} is not a duration like 24h, 1h30m or 90s")
-    return timedelta(seconds=sum(float(n) * _UNIT_SECONDS[u] for n, u in parts))
+    return timedelta(seconds=go_duration(text))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from isthmus.db import read_tx, write_tx
 from isthmus.registry import schema
 from isthmus.registry.errors import Conflict, Invalid, NotFound
 from isthmus.registry.models import Binding
-from isthmus.registry.store import MAX_LIMIT, _text
+from isthmus.registry.store import MAX_LIMIT, checked_text
 
 
 def _now() -> datetime:
@@ -67,8 +67,8 @@ class Bindings:
 
     def create(self, project_id: object, pod_id: object) -> Binding:
         """Bind a project to a regional pod; an existing binding is a Conflict."""
-        project = _text("project_id", project_id)
-        pod = _text("pod_id", pod_id, max_len=36)
+        project = checked_text("project_id", project_id)
+        pod = checked_text("pod_id", pod_id, max_len=36)
         self._check_pod(pod)
         try:
             with write_tx(self.engine) as conn:

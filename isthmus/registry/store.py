@@ -31,7 +31,7 @@ def _routing(row: RowMapping) -> Routing:
     return Routing(**{c: row[c] for c in Routing.__dataclass_fields__})
 
 
-def _text(field: str, value: Any, required: bool = True, max_len: int = 255) -> str:
+def checked_text(field: str, value: Any, required: bool = True, max_len: int = 255) -> str:
     if value is None:
         value = ""
     if not isinstance(value, str):
@@ -69,11 +69,11 @@ class Registry:
     def create_pod(self, region_name: object, az_name: object = "", pod_az_name: object = "",
                    dc_name: object = "") -> Pod:
         """The values as a request carries them: checked here (strings, lengths)."""
-        region_name = _text("region_name", region_name)
-        az_name = _text("az_name", az_name, required=False)
+        region_name = checked_text("region_name", region_name)
+        az_name = checked_text("az_name", az_name, required=False)
         pod = Pod(str(uuid.uuid4()), region_name, az_name,
-                  "" if not az_name else _text("pod_az_name", pod_az_name, required=False),
-                  _text("dc_name", dc_name, required=False))
+                  "" if not az_name else checked_text("pod_az_name", pod_az_name, required=False),
+                  checked_text("dc_name", dc_name, required=False))
 
         def insert() -> Pod:
             with write_tx(self.engine) as conn:
@@ -259,13 +259,14 @@ class Registry:
             return conn.execute(query).rowcount
 
     def _routing_values(self, values: Mapping[str, Any], require_bottom: bool) -> dict[str, Any]:
-        pod_id = _text("pod_id", values.get("pod_id"), max_len=36)
+        pod_id = checked_text("pod_id", values.get("pod_id"), max_len=36)
         out = {
-            "top_id": _text("top_id", values.get("top_id"), max_len=127),
-            "bottom_id": _text("bottom_id", values.get("bottom_id"), required=require_bottom, max_len=36) or None,
+            "top_id": checked_text("top_id", values.get("top_id"), max_len=127),
+            "bottom_id": checked_text("bottom_id", values.get("bottom_id"), required=require_bottom,
+                                      max_len=36) or None,
             "pod_id": pod_id,
-            "project_id": _text("project_id", values.get("project_id")),
-            "resource_type": _text("resource_type", values.get("resource_type"), max_len=64),
+            "project_id": checked_text("project_id", values.get("project_id")),
+            "resource_type": checked_text("resource_type", values.get("resource_type"), max_len=64),
         }
         if out["resource_type"] not in RESOURCE_TYPES:
             raise Invalid(f"resource_type: must be one of {', '.join(RESOURCE_TYPES)}")

@@ -23,7 +23,7 @@ from isthmus.network import SHADOW_OWNER, TRANSIT_TAG, bound_region, shadow_port
 
 Raw = dict[str, Any]
 
-# Attributes a regional copy takes from central (isthmus/network/local/copies.py);
+# Attributes a regional copy takes from central (isthmus/network/copies.py);
 # a difference is drift: network_sync has not (yet) carried a change over.
 NETWORK_DRIFT_KEYS = ("name", "admin_state_up", "shared", "description", "mtu", "port_security_enabled",
                       "provider:network_type", "provider:physical_network", "provider:segmentation_id",

@@ -50,6 +50,7 @@ from isthmus.ccm.controllers.informer import Cache, Informer, NodeCache, WatchSe
 from isthmus.ccm.controllers.kube import WatchEvent, watch_events
 from isthmus.ccm.controllers.node import Backoff
 from isthmus.ccm.errors import RegionError
+from isthmus.ccm.gcfg import parse_bool
 from isthmus.ccm.loadbalancer import model as m
 from isthmus.ccm.loadbalancer.octavia import LBError, NoOctavia, OctaviaAPI, RegionReconciler
 from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
@@ -494,8 +495,6 @@ class ServiceController:
     # --- helpers ---
 
     def _keep_fip(self, service: m.ServiceView) -> bool:
-        from isthmus.ccm.config import parse_bool
-
         raw = m.annotation(service.annotations, m.ANN_KEEP_FLOATINGIP)
         try:
             return parse_bool(raw) if raw else False

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm.clients import RegionBreaker, RegionCache, _get_or_none, _region_errors, _sdk_connection
+from isthmus.ccm.clients import RegionBreaker, RegionCache, get_or_none, region_errors, sdk_connection
 from isthmus.ccm.errors import CCMError, RegionError
 from isthmus.ccm.loadbalancer.plan import (
     DesiredLB,
@@ -508,11 +508,11 @@ class OctaviaClient:
         self._breaker = breaker
 
     def _do(self, what: str, call: Callable[[], Any]) -> Any:
-        with _region_errors(self.region, what, self._breaker):
+        with region_errors(self.region, what, self._breaker):
             return call()
 
     def _get(self, what: str, call: Callable[[], Any]) -> Any:
-        return _get_or_none(self.region, what, call, self._breaker)
+        return get_or_none(self.region, what, call, self._breaker)
 
     @property
     def _lbs(self) -> Any:
@@ -697,7 +697,7 @@ class OctaviaClients:
     """
 
     def __init__(self, session: Any, regions: tuple[str, ...], interface: str = "public",
-                 connect: Callable[[Any, str, str], Any] = _sdk_connection,
+                 connect: Callable[[Any, str, str], Any] = sdk_connection,
                  breaker: RegionBreaker | None = None) -> None:
         self.session = session
         self.regions = regions
@@ -713,7 +713,7 @@ class OctaviaClients:
         from keystoneauth1 import exceptions as ksa_exc
 
         for service in SERVICES:
-            with _region_errors(region, f"{service} endpoint lookup"):
+            with region_errors(region, f"{service} endpoint lookup"):
                 try:
                     url = self.session.get_endpoint(service_type=service, interface=self.interface,
                                                     region_name=region)

@@ -19,6 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from isthmus.ccm.gcfg import parse_bool
+from isthmus.kube.durations import parse_duration
+
 DEFAULT_LB_METHOD = "ROUND_ROBIN"
 LB_METHODS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
 
@@ -90,8 +93,6 @@ class LoadBalancerConfig:
 
 def parse_value(kind: str, value: str | None) -> object:
     """One typed value; raises ValueError with a short reason."""
-    from isthmus.ccm.config import parse_bool, parse_duration
-
     if kind == "bool":
         return parse_bool(value)
     if value is None:

@@ -21,7 +21,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from isthmus.ccm.config import parse_bool
+from isthmus.ccm.gcfg import parse_bool
 from isthmus.ccm.loadbalancer import model as m
 from isthmus.ccm.loadbalancer.options import LB_METHODS, LBOptions, LoadBalancerConfig
 

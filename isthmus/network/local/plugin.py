@@ -37,13 +37,13 @@ from isthmus.network import (
     binding_report,
     bound_region,
     config,
+    copies,
     dhcp_reservation_name,
     gateway_reservation_name,
     port_report,
     reported_agent,
     shadow_port_id,
 )
-from isthmus.network.local import copies
 from isthmus.network.local.central import CentralRejected, CentralUnavailable, client
 from isthmus.network.local.journal import DeleteJournal
 from isthmus.network.local.reports import CentralReports

@@ -15,7 +15,7 @@ from isthmus.network import (
     shadow_port_id,
     shadow_port_name,
 )
-from isthmus.network.local.copies import dhcp_opts, rule_body, rule_key
+from isthmus.network.copies import dhcp_opts, rule_body, rule_key
 from isthmus.network.reconcilers import address_groups as address_groups_plan
 
 NETWORK_FIELDS = ("name", "description", "admin_state_up", "shared")

@@ -17,7 +17,7 @@ from oslo_config import cfg
 from isthmus.clients import NeutronClient, NovaClient, RegionClients, Unavailable, load_session
 from isthmus.clients.neutron import DEFAULT_TIMEOUT
 from isthmus.clients.ovsdb import OvsdbClient, TLSFiles
-from isthmus.clients.regions import register_auth_opts
+from isthmus.clients.regions import auth_opts, register_auth_opts
 from isthmus.db import make_engine
 from isthmus.network.reconcilers.address_groups import KnownAddressGroups
 from isthmus.network.reconcilers.ovn.region import OvnRegion
@@ -85,6 +85,13 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     register_auth_opts(conf, SERVICE_AUTH_GROUP)
     for group in ovn_groups(conf):
         conf.register_opts(OVN_OPTS, group=group)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """For oslo-config-generator (namespace isthmus-xjob-network): what the
+    network handlers read in isthmus-xjob's configuration; one ``[ovn:<region>]``
+    section per ML2/OVN region."""
+    return [("isthmus", OPTS), (SERVICE_AUTH_GROUP, auth_opts()), (f"{OVN_GROUP_PREFIX}<region>", OVN_OPTS)]
 
 
 def ovn_groups(conf: cfg.ConfigOpts) -> list[str]:

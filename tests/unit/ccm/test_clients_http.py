@@ -120,6 +120,7 @@ def test_a_timeout_pauses_only_that_region(server: str) -> None:
     inst = Instances(clients, ("One", "Two", "Three"))
     inst.instance_exists(NodeRef("warm", "openstack://Two/i0"))  # version discovery done before the stall
     Handler.stall["/Two/"] = 1.0
+    now[0] += 1  # the stalled call starts after Two's last answer: hung, not busy
     started = time.monotonic()
     with pytest.raises(RegionError, match="timed out") as err:
         inst.instance_exists(NodeRef("a", "openstack://Two/i1"))

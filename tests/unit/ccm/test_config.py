@@ -16,10 +16,10 @@ from isthmus.ccm.config import (
     check_metadata_search_order,
     load_config,
     merge_regions,
-    parse_bool,
     parse_config,
-    parse_duration,
 )
+from isthmus.ccm.gcfg import parse_bool
+from isthmus.kube.durations import parse_duration
 
 NO_ENV: dict[str, str] = {}
 

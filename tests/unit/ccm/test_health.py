@@ -46,7 +46,12 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def test_metrics_after_known_work() -> None:
     metrics = Metrics()
     now = [100.0]
-    breaker = RegionBreaker(cooldown=30, clock=lambda: now[0])
+
+    def clock() -> float:  # every reading later than the last: a call starts after the answers before it
+        now[0] += 0.001
+        return now[0]
+
+    breaker = RegionBreaker(cooldown=30, clock=clock)
     replies: list[Any] = [SdkServer.existing(id="i", name="n"), sdk_exc.NotFoundException("404"),
                           sdk_exc.HttpException("500 boom", http_status=500), ksa_exc.ConnectTimeout("slow")]
 

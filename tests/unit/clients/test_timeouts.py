@@ -92,7 +92,7 @@ def test_the_worker_bounds_its_region_calls(tmp_path, extra, expected):
 def test_a_region_that_failed_is_not_tried_again_until_the_cooldown_passes():
     from keystoneauth1 import exceptions as ks_exc
 
-    from isthmus.clients.breaker import Breaker
+    from isthmus.breaker import Breaker
     from isthmus.clients.neutron import Unavailable
 
     now = [0.0]
@@ -117,7 +117,7 @@ def test_a_region_that_failed_is_not_tried_again_until_the_cooldown_passes():
 
 
 def test_after_the_cooldown_only_one_trial_goes_to_a_sick_region_and_its_verdict_decides():
-    from isthmus.clients.breaker import Breaker
+    from isthmus.breaker import Breaker
 
     now = [0.0]
     breaker = Breaker(cooldown=10, clock=lambda: now[0], trial_timeout=60)
@@ -137,7 +137,7 @@ def test_after_the_cooldown_only_one_trial_goes_to_a_sick_region_and_its_verdict
 
 
 def test_a_trial_that_never_reports_is_given_up():
-    from isthmus.clients.breaker import Breaker
+    from isthmus.breaker import Breaker
 
     now = [0.0]
     breaker = Breaker(cooldown=10, clock=lambda: now[0], trial_timeout=60)
@@ -151,7 +151,7 @@ def test_a_trial_that_never_reports_is_given_up():
 
 
 def test_a_breaker_with_a_threshold_opens_only_after_that_many_failures_in_a_row():
-    from isthmus.clients.breaker import Breaker
+    from isthmus.breaker import Breaker
 
     now = [0.0]
     breaker = Breaker(cooldown=10, clock=lambda: now[0], threshold=3)
@@ -171,7 +171,7 @@ def test_a_breaker_with_a_threshold_opens_only_after_that_many_failures_in_a_row
 
 
 def test_a_call_that_timed_out_while_the_service_answered_others_is_busy_not_sick():
-    from isthmus.clients.breaker import Breaker
+    from isthmus.breaker import Breaker
 
     now = [0.0]
     breaker = Breaker(cooldown=10, clock=lambda: now[0])
@@ -202,7 +202,7 @@ def test_a_stragglers_failure_or_cancellation_does_not_end_the_trial():
     """Issue 25 hole 7: a call admitted before the breaker opened ends late while
     a trial is under way. Before: its failed() or abandoned() cleared the trial
     and let a second trial go to the sick service."""
-    from isthmus.clients.breaker import Breaker
+    from isthmus.breaker import Breaker
 
     now = [0.0]
     breaker = Breaker(cooldown=10, clock=lambda: now[0], trial_timeout=60)
@@ -223,7 +223,7 @@ def test_one_slow_call_among_answered_ones_does_not_fail_every_call():
     central call of that neutron-server failed fast for the cooldown."""
     from keystoneauth1 import exceptions as ks_exc
 
-    from isthmus.clients.breaker import Breaker
+    from isthmus.breaker import Breaker
 
     now = [0.0]
     slow = [True]

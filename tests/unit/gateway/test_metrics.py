@@ -8,7 +8,7 @@ import re
 import pytest
 from prometheus_client import REGISTRY
 
-from isthmus.clients.breaker import Breaker
+from isthmus.breaker import Breaker
 
 pytestmark = pytest.mark.component  # fake regions served over HTTP (tests/tiers.py)
 

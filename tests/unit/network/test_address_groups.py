@@ -1,7 +1,7 @@
 """Remote-group members as regional address groups: pure planning."""
 
 from isthmus.network import PROFILE_KEY
-from isthmus.network.local.copies import rule_key
+from isthmus.network.copies import rule_key
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import plans
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from isthmus.network.local.copies import reusable_by
+from isthmus.network.copies import reusable_by
 
 MINE = "p-mine"
 
