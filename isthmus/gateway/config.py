@@ -74,6 +74,7 @@ gateway_opts = [
 cli_opts = [cfg.BoolOpt("debug", short="d", default=False, help="Debug logging.")]
 
 SERVICE_CREDENTIALS = "service_credentials"
+INTERFACE_OPT = cfg.StrOpt("interface", default="public", help="Endpoint interface to reach regions by.")
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
@@ -81,11 +82,10 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
     conf.register_opts(gateway_opts, group="gateway")
     tls.register_opts(conf)  # [ssl]: serve https
-    jobs_config.register_opts(conf)  # [database] connection: the Isthmus DB (registry, jobs)
+    jobs_config.register_database_opts(conf)  # [database] connection: the Isthmus DB (registry, jobs)
     ks_loading.register_auth_conf_options(conf, SERVICE_CREDENTIALS)
     ks_loading.register_session_conf_options(conf, SERVICE_CREDENTIALS)
-    conf.register_opt(cfg.StrOpt("interface", default="public", help="Endpoint interface to reach regions by."),
-                      group=SERVICE_CREDENTIALS)
+    conf.register_opt(INTERFACE_OPT, group=SERVICE_CREDENTIALS)
 
 
 def load(argv: Sequence[str] | None = None, *, default_files: Sequence[str] | None = None) -> cfg.ConfigOpts:
@@ -109,5 +109,10 @@ def service_session(conf: cfg.ConfigOpts):
     return load_session(conf, SERVICE_CREDENTIALS, default_timeout=SERVICE_TIMEOUT)
 
 
-def list_opts():
-    return [("gateway", gateway_opts), (tls.GROUP, tls.OPTS)]
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """For oslo-config-generator (namespace isthmus-gateway)."""
+    from isthmus.clients.regions import auth_opts
+    from isthmus.jobs import config as jobs_config
+
+    return [("gateway", gateway_opts), (tls.GROUP, tls.OPTS), ("database", jobs_config.database_opts),
+            (SERVICE_CREDENTIALS, [*auth_opts(), INTERFACE_OPT])]

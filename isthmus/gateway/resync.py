@@ -45,6 +45,12 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(OPTS, group=GROUP)
 
 
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """For oslo-config-generator (namespace isthmus-xjob-gateway): the gateway's
+    sync jobs, which isthmus-xjob runs."""
+    return [(GROUP, OPTS)]
+
+
 def _json(resp: Any, what: str) -> dict:
     if resp.status_code != 200:
         raise RuntimeError(f"resync: listing {what} answered {resp.status_code}")

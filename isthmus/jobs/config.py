@@ -76,12 +76,17 @@ metrics_opts: list[cfg.Opt] = [
 cli_opts = [cfg.BoolOpt("debug", short="d", default=False, help="Debug logging.")]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
+def register_database_opts(conf: cfg.ConfigOpts) -> None:
+    """``[database]`` alone: for services that use the Isthmus DB but run no jobs."""
     for opt in database_opts:
         try:
             conf.register_opt(opt, group="database")
         except cfg.DuplicateOptError:
             pass  # already registered differently (e.g. by oslo.db): use that one
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    register_database_opts(conf)
     conf.register_opts(jobs_opts, group="jobs")
     conf.register_opts(metrics_opts, group="metrics")
 
