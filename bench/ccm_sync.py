@@ -344,9 +344,9 @@ class Fleet:
 def start_fleet(state_dir: Path, ids: dict[str, list[str]], nodes: int, mode: Mode) -> Fleet:
     from kubernetes import client
 
-    from isthmus.ccm.controllers.kube import NodeAPI
     from isthmus.ccm.controllers.lifecycle import LifecycleController
     from isthmus.ccm.controllers.node import NodeController
+    from isthmus.ccm.controllers.node_api import NodeAPI
     from isthmus.ccm.instances import NodeRef
 
     instances, counter = make_instances(state_dir, mode.regions)

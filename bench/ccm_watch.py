@@ -49,9 +49,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
-from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import Backoff, NodeController
+from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.errors import InstanceNotFound
 from isthmus.ccm.instances import InstanceMetadata, NodeRef
 from isthmus.ccm.model import NodeAddress

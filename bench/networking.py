@@ -23,6 +23,7 @@ from pathlib import Path
 
 from common import connect, pct
 
+from isthmus.network import SHADOW_OWNER
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 
@@ -66,7 +67,7 @@ def main() -> None:
             bound = time.monotonic()
             ports = {p.id for p in r1.network.ports(network_id=net.id) if _is_vm_port(p)}
             while time.monotonic() - bound < 120:
-                shadows = {p.id for p in admin2.network.ports(network_id=net.id, device_owner="compute:shadow")}
+                shadows = {p.id for p in admin2.network.ports(network_id=net.id, device_owner=SHADOW_OWNER)}
                 if ports <= shadows:
                     break
                 time.sleep(0.2)
@@ -87,7 +88,7 @@ def main() -> None:
 
 def _is_vm_port(port) -> bool:
     owner = port.device_owner or ""
-    return owner.startswith("compute:") and owner != "compute:shadow"
+    return owner.startswith("compute:") and owner != SHADOW_OWNER
 
 
 def central_list_fan_out(layout: Layout, central, network_id: str) -> int:

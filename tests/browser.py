@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from isthmus.polling import poll
 
 CHROMIUM = os.environ.get("ISTHMUS_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("ISTHMUS_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -52,17 +53,10 @@ def chrome(width: int = 1600, height: int = 1000) -> Iterator[Any]:
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = predicate()
-        except Exception:  # noqa: BLE001 - e.g. an element replaced by a refresh meanwhile
-            found = None
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s: {what}")
-        time.sleep(interval)
+    try:  # an exception is "not yet": e.g. an element replaced by a refresh meanwhile
+        return poll(predicate, timeout, what, interval, retry_on=(Exception,))
+    except TimeoutError as err:
+        raise AssertionError(str(err)) from None
 
 
 def artifact_dir(fallback: Path) -> Path:

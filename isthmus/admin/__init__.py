@@ -1,6 +1,6 @@
 """The Isthmus Admin API (service type ``multiregion``): pods, routings, jobs.
 
-Reference: Tricircle's Admin API (tricircle.md §1.5); the deliberate differences
+It follows Tricircle's Admin API (docs/admin-api.md); the deliberate differences
 are listed in :mod:`isthmus.admin.app`.
 
 Framework: plain WebOb with a ten-line route table (:mod:`isthmus.admin.app`).

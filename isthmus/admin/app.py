@@ -11,7 +11,7 @@ operation's policy rule (403); unknown paths and methods are 404/405 — but onl
 after the base ``admin_api`` rule, so a non-admin gets 403 for every request
 under ``/v1.0/`` whatever it names.
 
-Deliberate differences from the reference (tricircle.md §1.5, §7 B1-B4):
+Deliberate differences from Tricircle's Admin API (docs/admin-api.md):
 - Every validation error is **400** naming the field, including a pod without
   ``region_name`` (Tricircle: 422).
 - A non-admin gets **403** everywhere (Tricircle: 401 for pods, 403 otherwise);
@@ -31,7 +31,7 @@ Deliberate differences from the reference (tricircle.md §1.5, §7 B1-B4):
   reconcile central resources, which need not have a regional copy yet.
 - A list carries a ``next`` link only when a next page exists (Tricircle: on
   every full page).
-- Bindings (Trio2o's ``pod_binding``, trio2o.md §1.5): ``{"binding": {project_id,
+- Bindings (Trio2o's ``pod_binding``): ``{"binding": {project_id,
   pod_id}}``; the central pod, an unknown pod or a missing field is 400 (Trio2o:
   422), a duplicate 409. Listed oldest first, the order the gateway tries them.
 """
@@ -43,7 +43,7 @@ import logging
 import re
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,7 +282,6 @@ class AdminApi:
             filters["id"] = _integer("id", filters["id"])
         if not self._allowed(ctx, ROUTINGS_ALL_PROJECTS):
             filters["project_id"] = ctx.project_id
-        limit = self._limit(query.get("limit"), registry.MAX_LIMIT)
         marker = _integer("marker", query["marker"]) if "marker" in query else None
 
         def page(size: int, after: int | None) -> list[registry.Routing]:
@@ -291,11 +290,7 @@ class AdminApi:
             except registry.NotFound:
                 raise BadRequest(f"marker: no routing {after}") from None
 
-        items = page(limit, marker)
-        body: Body = {"routings": [r.to_dict() for r in items]}
-        if len(items) == limit and page(1, items[-1].id):
-            body["routings_links"] = [self._next(req, "routings", query, limit, items[-1].id)]
-        return 200, body
+        return 200, self._paged(req, "routings", query, registry.MAX_LIMIT, marker, page, registry.Routing.to_dict)
 
     def show_routing(self, req: webob.Request, ctx: Any, routing_id: str) -> tuple[int, Body]:
         return 200, {"routing": self._routing(ctx, routing_id).to_dict()}
@@ -348,7 +343,6 @@ class AdminApi:
         project_id = query.get("project_id")
         if not self._allowed(ctx, BINDINGS_ALL_PROJECTS):
             project_id = ctx.project_id
-        limit = self._limit(query.get("limit"), registry.MAX_LIMIT)
         marker = _integer("marker", query["marker"]) if "marker" in query else None
 
         def page(size: int, after: int | None) -> list[registry.Binding]:
@@ -357,11 +351,7 @@ class AdminApi:
             except registry.NotFound:
                 raise BadRequest(f"marker: no binding {after}") from None
 
-        items = page(limit, marker)
-        body: Body = {"bindings": [b.to_dict() for b in items]}
-        if len(items) == limit and page(1, items[-1].id):
-            body["bindings_links"] = [self._next(req, "bindings", query, limit, items[-1].id)]
-        return 200, body
+        return 200, self._paged(req, "bindings", query, registry.MAX_LIMIT, marker, page, registry.Binding.to_dict)
 
     def show_binding(self, req: webob.Request, ctx: Any, binding_id: str) -> tuple[int, Body]:
         return 200, {"binding": self._binding(ctx, binding_id).to_dict()}
@@ -414,12 +404,9 @@ class AdminApi:
             project_id = ctx.project_id
         filters = jobs.JobFilter(status=query.get("status"), job_type=query.get("type"),
                                  project_id=project_id, resource_id=query.get("resource_id"))
-        limit = self._limit(query.get("limit"), jobs.store.MAX_PAGE)
-        marker = query.get("marker")
-        items = self.store.list(filters, limit=limit, marker=marker)
-        body: Body = {"jobs": [self._job_view(j, detail) for j in items]}
-        if len(items) == limit and self.store.list(filters, limit=1, marker=items[-1].id):
-            body["jobs_links"] = [self._next(req, "jobs/detail" if detail else "jobs", query, limit, items[-1].id)]
+        body = self._paged(req, "jobs", query, jobs.store.MAX_PAGE, query.get("marker"),
+                           lambda size, after: self.store.list(filters, limit=size, marker=after),
+                           lambda job: self._job_view(job, detail), collection="jobs/detail" if detail else "jobs")
         return 200, body
 
     def _job(self, ctx: Any, job_id: str) -> jobs.Job:
@@ -461,6 +448,18 @@ class AdminApi:
         return view
 
     # -- paging --------------------------------------------------------------------
+
+    def _paged(self, req: webob.Request, key: str, query: Mapping[str, str], store_max: int, marker: Any,
+               page: Callable[[int, Any], Sequence[Any]], view: Callable[[Any], Body],
+               collection: str | None = None) -> Body:
+        """One page of ``key`` after ``marker``, and a ``next`` link only when one more
+        item exists past its last (asked for with a page of one)."""
+        limit = self._limit(query.get("limit"), store_max)
+        items = page(limit, marker)
+        body: Body = {key: [view(item) for item in items]}
+        if len(items) == limit and page(1, items[-1].id):
+            body[f"{key}_links"] = [self._next(req, collection or key, query, limit, items[-1].id)]
+        return body
 
     def _limit(self, value: str | None, store_max: int) -> int:
         cap = min(self.max_limit, store_max)

@@ -58,7 +58,7 @@ def status_of(exc: BaseException) -> int | None:
         return exc.status
     if isinstance(exc, jobs.JobNotFound):
         return 404
-    # B3: deleting a RUNNING job and redoing a RUNNING/SUCCESS one are 400s.
+    # As Tricircle: deleting a RUNNING job and redoing a RUNNING/SUCCESS one are 400s.
     if isinstance(exc, (jobs.InvalidJobRequest, jobs.InvalidJobState, jobs.UnknownJobType)):
         return 400
     if isinstance(exc, jobs.ConcurrentUpdate):

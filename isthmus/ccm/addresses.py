@@ -52,7 +52,7 @@ def node_addresses(
     subports: Sequence[Subport],
     opts: NetworkingOptions,
 ) -> list[NodeAddress]:
-    """OCCM's nodeAddresses: see the reference spec §4 for each step."""
+    """OCCM's nodeAddresses, step by step (docs/ccm.md, "What it does": addresses)."""
     skip_v6 = opts.ipv6_support_disabled
     out: list[NodeAddress] = []
 

@@ -6,8 +6,8 @@ session, created on first use and cached. A region that is missing from the
 catalog or down raises :class:`RegionError` for the lookups that need it and
 nothing else: other regions keep working, and a failed creation is not
 cached, so a region that comes back is used again without a restart.
-(Upstream PR #2595 built every region eagerly and gave up on all of them if
-one failed.)
+(cloud-provider-openstack's multi-region pull request built every region
+eagerly and gave up on all of them if one failed.)
 
 A region that does not answer at all costs a full ``request-timeout`` per
 call, and the controllers work through nodes one by one: a hung region would

@@ -1,6 +1,6 @@
 """InstancesV2 across regions: exists, shutdown and metadata of a Node.
 
-Region choice (reference spec §3.3 / §6.7):
+Region choice (docs/ccm.md, "providerID" and "Search order"):
 
 * a providerID with a region is authoritative: look only there; a region
   this CCM does not serve is an error, never "not found";

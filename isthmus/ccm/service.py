@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
-from isthmus.ccm.controllers.kube import NodeAPI, NodeView
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
+from isthmus.ccm.controllers.node_api import NodeAPI, NodeView
 from isthmus.kube.leader import LeaseElector
 
 LOG = logging.getLogger("isthmus.ccm")

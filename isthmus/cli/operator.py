@@ -79,7 +79,7 @@ def run_crds(args: argparse.Namespace) -> int:
 def run_render(args: argparse.Namespace) -> int:
     import yaml
 
-    from isthmus.operator.render import render_documents
+    from isthmus.operator.preview import render_documents
     from isthmus.operator.yamlio import dump_all
 
     try:

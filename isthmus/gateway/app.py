@@ -211,7 +211,7 @@ class Gateway:
             if call.request.path.endswith("/"):
                 # An empty id (``DELETE /volumes/``): no object to route by, and no
                 # list or create either; the master region answers it as any region
-                # would (Cinder 404), as for paths with a trailing slash (issue 17).
+                # would (Cinder 404), as for paths with a trailing slash (see Call.rel).
                 return await self.to_master(call)
             if call.method == "GET":
                 return await self.lists.handle(call, spec, detail=len(segs) == 2)

@@ -62,8 +62,8 @@ class Call:
     def rel(self) -> str:
         """Path relative to a region's version endpoint, project segment included."""
         parts = ([self.project] if self.project else []) + self.segments
-        # A trailing slash goes on as sent: the region decides what it means (issue 17:
-        # dropping it turned Nova's 404 for POST /flavors/ into a parse of the body).
+        # A trailing slash goes on as sent: the region decides what it means (dropping
+        # it turned Nova's 404 for POST /flavors/ into a parse of the body).
         slash = "/" if parts and self.request.path.endswith("/") else ""
         return "/".join(parts) + slash
 

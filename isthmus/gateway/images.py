@@ -14,8 +14,9 @@ half-made copy (queued) gets its data, a concurrent copy (409) is waited for.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
+
+from isthmus.polling import poll
 
 LOG = logging.getLogger(__name__)
 
@@ -53,15 +54,14 @@ def ensure_image(session, image_id: str, source_region: str, target_region: str,
         if upload.status_code not in (204, 409):
             upload.raise_for_status()
         LOG.info("image %s copied from %s to %s", image_id, source_region, target_region)
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+
+    def active() -> bool:
         status = session.get(f"/v2/images/{image_id}", endpoint_filter=dst).json().get("status")
-        if status == "active":
-            return True
         if status in ("killed", "deleted", "deactivated"):
             raise RuntimeError(f"copy of image {image_id} in {target_region} is {status}")
-        time.sleep(0.5)
-    raise TimeoutError(f"copy of image {image_id} to {target_region} not active after {wait:g}s")
+        return status == "active"
+
+    return poll(active, wait, f"copy of image {image_id} to {target_region} active", interval=0.5)
 
 
 def is_image_id(value: str) -> bool:

@@ -105,7 +105,7 @@ def _pick_service(value: str, service: str) -> str:
                 raise BadVersion(f"OpenStack-API-Version names {service} twice")
             found = version
     if found is None:
-        # Trio2o parity (reference §4): a header that names no version for this
+        # As Trio2o: a header that names no version for this
         # service (wrong prefix, bare "2.30") is an error, not "use the default".
         raise BadVersion(f"OpenStack-API-Version {value!r} names no {service} version")
     return found

@@ -28,7 +28,7 @@ class JobStatus(enum.StrEnum):
 
     @classmethod
     def parse(cls, value: str | JobStatus) -> JobStatus:
-        """Case-insensitive: ``fail`` and ``FAIL`` name the same status (B3)."""
+        """Case-insensitive: ``fail`` and ``FAIL`` name the same status (as Tricircle's filters)."""
         try:
             return cls(str(value).upper())
         except ValueError:
@@ -40,8 +40,8 @@ class Job:
     """One row of the jobs table: the reconcile state of one (job_type, resource_id).
 
     The id is stable for the key's whole life: re-enqueues, reruns and redo
-    reuse the row, so ``GET /jobs/{id}`` keeps answering after success (the
-    reference's B2 allows either; stable ids are the deliberate choice).
+    reuse the row, so ``GET /jobs/{id}`` keeps answering after success (Tricircle
+    gave a rerun a new id; stable ids are the deliberate choice, docs/jobs.md).
     """
 
     id: str

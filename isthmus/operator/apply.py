@@ -24,7 +24,7 @@ from typing import Any
 
 from isthmus.operator import MANAGED_BY, model, objects
 from isthmus.operator.crds import KINDS
-from isthmus.operator.kube import Kube, encode_secret
+from isthmus.operator.kube_client import Kube, encode_secret
 
 LOG = logging.getLogger(__name__)
 Obj = dict[str, Any]

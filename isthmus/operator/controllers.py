@@ -1,6 +1,6 @@
 """One idempotent reconcile per kind: read the world, converge the owned objects, write status.
 
-Each function takes the resource as stored and a :class:`~isthmus.operator.kube.Kube`
+Each function takes the resource as stored and a :class:`~isthmus.operator.kube_client.Kube`
 client, and returns nothing: it ends by writing the complete status (only when
 it differs). The kopf wiring (:mod:`isthmus.operator.handlers`) calls them on
 every relevant event and on a timer; none of them assumes it ran before.
@@ -18,7 +18,7 @@ from typing import Any
 from isthmus.operator import MANAGED_BY, apply, fernet, model, objects, upgrade
 from isthmus.operator import conditions as cond
 from isthmus.operator.conditions import Condition
-from isthmus.operator.kube import Kube, secret_text
+from isthmus.operator.kube_client import Kube, secret_text
 
 LOG = logging.getLogger(__name__)
 Obj = dict[str, Any]

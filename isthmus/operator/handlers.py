@@ -25,7 +25,7 @@ import kopf
 
 from isthmus.operator import GROUP, MANAGED_BY, VERSION, controllers
 from isthmus.operator.crds import KINDS
-from isthmus.operator.kube import Kube
+from isthmus.operator.kube_client import Kube
 from isthmus.operator.leader import Leadership
 
 LOG = logging.getLogger(__name__)

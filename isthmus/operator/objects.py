@@ -3,7 +3,7 @@
 Used by the kopf handlers (which create or patch exactly these objects) and by
 ``isthmus operator render`` (which prints them). Nothing here talks to a
 cluster; cross-resource inputs (the passwords Secret, the Keystone a Region
-uses) come in as arguments. Configuration files come from :mod:`isthmus.render`,
+uses) come in as arguments. Configuration files come from :mod:`isthmus.configs`,
 the renderer the sandbox uses too.
 
 Naming follows the reference design: children of MultiRegionCloud ``m`` are
@@ -25,10 +25,10 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import url as sa_url
 
+from isthmus.configs import cloudconf, compute, ini, neutron, services
+from isthmus.configs.ini import ISTHMUS_USER, ServiceUser
 from isthmus.operator import API_VERSION, MANAGED_BY, fernet, model
 from isthmus.operator.crds import DEFAULT_VERSION
-from isthmus.render import cloudconf, compute, ini, neutron, services
-from isthmus.render.ini import ISTHMUS_USER, ServiceUser
 
 Obj = dict[str, Any]
 
@@ -79,13 +79,6 @@ class Credentials:
 
     def transport(self, region: str) -> str:
         return (self.regional_transport_urls or {}).get(region, self.transport_url)
-
-
-def decode_secret(secret: Mapping[str, Any]) -> dict[str, str]:
-    """A Secret's keys as text, from ``data`` (base64) and ``stringData`` (plain)."""
-    out = {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}
-    out.update(secret.get("stringData") or {})
-    return out
 
 
 # Printed by `isthmus operator render` when the passwords Secret is not in the input.

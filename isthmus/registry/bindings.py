@@ -1,5 +1,5 @@
 """Project -> region bindings: where the gateway places a project's new servers and
-volumes when the request names no region (reference §5.1). Oldest binding first.
+volumes when the request names no region (docs/gateway.md). Oldest binding first.
 
 The gateway binds on first placement (``bind``, idempotent); operators manage bindings
 through the Admin API (``create``, which refuses a duplicate, ``get``, ``delete``)."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from isthmus.render.ini import ISTHMUS_USER, ServiceUser
-from isthmus.render.services import AdminAPIValues, admin_api_conf
-from isthmus.sandbox import ini, process, runtime
+from isthmus.configs.ini import ISTHMUS_USER, ServiceUser
+from isthmus.configs.services import AdminAPIValues, admin_api_conf
+from isthmus.sandbox import config_files, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
 NAME = "isthmus-admin"
@@ -31,7 +31,7 @@ def values(layout: Layout) -> AdminAPIValues:
 
 
 def write_config(layout: Layout) -> Path:
-    return ini.write(config_path(layout), admin_api_conf(values(layout)))
+    return config_files.write(config_path(layout), admin_api_conf(values(layout)))
 
 
 def config_dir(layout: Layout) -> Path:

@@ -12,9 +12,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from isthmus.render import compute
-from isthmus.render.ini import ServiceUser, overlay
-from isthmus.sandbox import database, ini, process, rabbitmq, runtime
+from isthmus.configs import compute
+from isthmus.configs.ini import ServiceUser, overlay
+from isthmus.sandbox import config_files, database, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 from isthmus.sandbox.schema_cache import SchemaCache
 
@@ -44,7 +44,7 @@ def write_config(layout: Layout, region: str) -> None:
         availability_zone=layout.availability_zone(region), state_path=str(state), lock_path=str(state / "lock"),
         nova_interface="public"))
     # One machine, no disk: the sandbox's tuning on top of what the operator renders too.
-    ini.write(_conf(layout, region), overlay(shared, {
+    config_files.write(_conf(layout, region), overlay(shared, {
         "DEFAULT": {
             "host": f"{key}-cinder",
             "my_ip": "127.0.0.1",

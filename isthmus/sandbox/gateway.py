@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from isthmus.render.ini import ISTHMUS_USER, ServiceUser
-from isthmus.render.services import GatewayValues, gateway_conf
-from isthmus.sandbox import ini, process
+from isthmus.configs.ini import ISTHMUS_USER, ServiceUser
+from isthmus.configs.services import GatewayValues, gateway_conf
+from isthmus.sandbox import config_files, process
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
 
@@ -44,7 +44,7 @@ def values(layout: Layout) -> GatewayValues:
 
 
 def write_config(layout: Layout) -> Path:
-    return ini.write(config_path(layout), gateway_conf(values(layout)))
+    return config_files.write(config_path(layout), gateway_conf(values(layout)))
 
 
 def config_dir(layout: Layout) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from isthmus.sandbox import ini, process, runtime
+from isthmus.sandbox import config_files, process, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 from isthmus.sandbox.schema_cache import SchemaCache, provide_sqlite
 
@@ -25,14 +25,14 @@ def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> No
         (store / sub).mkdir(parents=True, exist_ok=True)
     conf_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(runtime.VENV_ETC / "glance" / "glance-api-paste.ini", conf_dir / "glance-api-paste.ini")
-    ini.write(conf_dir / "glance-api.conf", {
+    config_files.write(conf_dir / "glance-api.conf", {
         "DEFAULT": {"enabled_backends": "fs:file", "debug": False},
         "glance_store": {"default_backend": "fs"},
         "fs": {"filesystem_store_datadir": store / "images"},
         "os_glance_staging_store": {"filesystem_store_datadir": store / "staging"},
         "os_glance_tasks_store": {"filesystem_store_datadir": store / "tasks"},
         "database": {"connection": layout.sqlite_url(f"glance-{region}")},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "glance", PASSWORD, region),
+        "keystone_authtoken": config_files.keystone_authtoken(layout.auth_url, "glance", PASSWORD, region),
         "paste_deploy": {"flavor": "keystone"},
         "oslo_concurrency": {"lock_path": store / "lock"},
     })

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from isthmus.configs.ini import ISTHMUS_USER, overlay
+from isthmus.configs.services import KeystoneValues, keystone_conf
 from isthmus.operator.objects import fernet_keys
-from isthmus.render.ini import ISTHMUS_USER, overlay
-from isthmus.render.services import KeystoneValues, keystone_conf
-from isthmus.sandbox import gateway, ini, process, runtime
+from isthmus.sandbox import config_files, gateway, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 from isthmus.sandbox.schema_cache import SchemaCache, SQLiteFile, provide_sqlite
 
@@ -51,7 +51,7 @@ CACHE = {"enabled": True, "backend": "dogpile.cache.memory", "expiration_time": 
 
 
 def write_config(layout: Layout) -> None:
-    ini.write(config_path(layout), overlay(keystone_conf(values(layout)), {"cache": CACHE}))
+    config_files.write(config_path(layout), overlay(keystone_conf(values(layout)), {"cache": CACHE}))
 
 
 def write_keys(directory: Path) -> None:

@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from isthmus.render.services import TLSFiles
+from isthmus.configs.services import TLSFiles
 
 CENTRAL_REGION = "CentralRegion"
 # A stock ML2 neutron-server next to central (``--stock-neutron``): not in any

@@ -1,4 +1,4 @@
-"""Neutron servers: one in CentralRegion, one per region (config: isthmus.render.neutron)."""
+"""Neutron servers: one in CentralRegion, one per region (config: isthmus.configs.neutron)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from isthmus.render import neutron as render_neutron
-from isthmus.render.ini import ISTHMUS_USER, ServiceUser
-from isthmus.render.neutron import CENTRAL, LOCAL, PLAIN, NeutronValues, OvnValues
-from isthmus.sandbox import ini, process, runtime
+from isthmus.configs import neutron as render_neutron
+from isthmus.configs.ini import ISTHMUS_USER, ServiceUser
+from isthmus.configs.neutron import CENTRAL, LOCAL, PLAIN, NeutronValues, OvnValues
+from isthmus.sandbox import config_files, process, runtime
 from isthmus.sandbox.dataplane.names import tunnel_ip
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, STOCK_NEUTRON, Layout
 from isthmus.sandbox.nova import compute_host
@@ -82,8 +82,8 @@ def _ml2(layout: Layout, region: str) -> dict[str, Any]:
 def write_config(layout: Layout, region: str) -> None:
     conf_dir = _dir(layout, region)
     rendered = values(layout, region)
-    ini.write(conf_dir / "neutron.conf", render_neutron.neutron_conf(rendered))
-    ini.write(conf_dir / "ml2_conf.ini", render_neutron.ml2_conf(rendered))
+    config_files.write(conf_dir / "neutron.conf", render_neutron.neutron_conf(rendered))
+    config_files.write(conf_dir / "ml2_conf.ini", render_neutron.ml2_conf(rendered))
 
 
 def _catalog_region(region: str) -> str:
@@ -181,7 +181,7 @@ def ovn_db_sync(layout: Layout, region: str, mode: str = "repair") -> str:
     Returns its log."""
     # The tool accepts only ML2 as core plugin: the local plugin is ML2 with
     # Isthmus' calls to central on top, over the same database, so ML2 reads it.
-    override = ini.write(_dir(layout, region) / "db-sync.conf", {"DEFAULT": {"core_plugin": "ml2"}})
+    override = config_files.write(_dir(layout, region) / "db-sync.conf", {"DEFAULT": {"core_plugin": "ml2"}})
     conf_args = [arg for path in [*_files(layout, region), override] for arg in ("--config-file", str(path))]
     log = layout.logs / f"neutron-ovn-db-sync-{region}.log"
     offset = log.stat().st_size if log.exists() else 0

@@ -7,9 +7,9 @@ import time
 import uuid
 from pathlib import Path
 
-from isthmus.render import compute
-from isthmus.render.ini import ServiceUser, overlay
-from isthmus.sandbox import database, ini, process, rabbitmq, runtime
+from isthmus.configs import compute
+from isthmus.configs.ini import ServiceUser, overlay
+from isthmus.sandbox import config_files, database, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 from isthmus.sandbox.process import pid_alive
 from isthmus.sandbox.schema_cache import SchemaCache
@@ -45,7 +45,7 @@ def write_config(layout: Layout, region: str) -> None:
         service_user=ServiceUser(layout.auth_url, "nova", PASSWORD, region),
         availability_zone=layout.availability_zone(region), state_path=str(state), lock_path=str(state / "lock")))
     # One machine, no hypervisor: the sandbox's tuning on top of what the operator renders too.
-    ini.write(_conf(layout, region), overlay(shared, {
+    config_files.write(_conf(layout, region), overlay(shared, {
         "DEFAULT": {
             "host": compute_host(region),
             "compute_driver": "fake.FakeDriverWithoutFakeNodes",

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from isthmus.sandbox import database, ini, process, rabbitmq, runtime
+from isthmus.sandbox import config_files, database, process, rabbitmq, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 from isthmus.sandbox.schema_cache import SchemaCache
 
@@ -40,7 +40,7 @@ def write_config(layout: Layout, region: str) -> None:
     key = region.lower()
     state = layout.data / f"octavia-{region}"
     certs = _dir(layout, region) / "ca"
-    ini.write(_conf(layout, region), {
+    config_files.write(_conf(layout, region), {
         "DEFAULT": {"transport_url": rabbitmq.transport_url(layout, region), "debug": False},
         "api_settings": {
             "auth_strategy": "keystone",
@@ -49,8 +49,8 @@ def write_config(layout: Layout, region: str) -> None:
             "api_base_uri": layout.url(layout.region_port(region, "octavia")),
         },
         "database": {"connection": database.url(layout, f"octavia_{key}")},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "octavia", PASSWORD, region),
-        "service_auth": ini.service_client(layout.auth_url, "octavia", PASSWORD, region),
+        "keystone_authtoken": config_files.keystone_authtoken(layout.auth_url, "octavia", PASSWORD, region),
+        "service_auth": config_files.service_client(layout.auth_url, "octavia", PASSWORD, region),
         "controller_worker": {
             "amphora_driver": "amphora_noop_driver",
             "compute_driver": "compute_noop_driver",

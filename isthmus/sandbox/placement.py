@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from isthmus.sandbox import database, ini, process, runtime
+from isthmus.sandbox import config_files, database, process, runtime
 from isthmus.sandbox.layout import PASSWORD, Layout
 from isthmus.sandbox.schema_cache import SchemaCache
 
@@ -15,11 +15,11 @@ def _dir(layout: Layout, region: str) -> Path:
 
 def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     conf = _dir(layout, region) / "placement.conf"
-    ini.write(conf, {
+    config_files.write(conf, {
         "DEFAULT": {"debug": False},
         "api": {"auth_strategy": "keystone"},
         "placement_database": {"connection": database.url(layout, f"placement_{region.lower()}")},
-        "keystone_authtoken": ini.keystone_authtoken(layout.auth_url, "placement", PASSWORD, region),
+        "keystone_authtoken": config_files.keystone_authtoken(layout.auth_url, "placement", PASSWORD, region),
     })
     database.provide(layout, cache or SchemaCache(None), f"placement-{region}", "placement",
                      [f"placement_{region.lower()}"],

@@ -20,6 +20,8 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from isthmus.polling import poll
+
 
 class SandboxError(RuntimeError):
     """A failure with one line that tells the user what broke and where to look."""
@@ -155,17 +157,22 @@ def wait_until(
     record: ServiceRecord | None = None,
     interval: float = 0.25,
 ) -> float:
-    """Poll ``check`` until true; fail fast if the watched process died."""
+    """Poll ``check`` until true; fail fast if the watched process died. Returns the seconds waited."""
     started = time.monotonic()
-    while True:
+
+    def done() -> bool:
         if check():
-            return time.monotonic() - started
+            return True
         if record is not None and not pid_alive(record.pid):
             raise SandboxError(f"{record.name} exited while {what}; read {record.log}\n{tail(record.log)}")
-        if time.monotonic() - started > timeout:
-            where = f"; read {record.log}" if record else ""
-            raise SandboxError(f"timed out after {timeout:.0f}s {what}{where}")
-        time.sleep(interval)
+        return False
+
+    try:
+        poll(done, timeout, what, interval)
+    except TimeoutError:
+        where = f"; read {record.log}" if record else ""
+        raise SandboxError(f"timed out after {timeout:.0f}s {what}{where}") from None
+    return time.monotonic() - started
 
 
 def logged_since_start(record: ServiceRecord, text: str) -> bool:
@@ -189,15 +196,15 @@ def tail(path: str | Path, lines: int = 8) -> str:
 def stop(record: ServiceRecord, grace: float = 10.0) -> None:
     """SIGTERM the service's process group, SIGKILL what is left after ``grace``."""
     _signal_group(record.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not _group_alive(record.pid):
-            return
-        time.sleep(0.1)
-    _signal_group(record.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while _group_alive(record.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    try:
+        poll(lambda: not _group_alive(record.pid), grace, f"{record.name} stopped", interval=0.1)
+        return
+    except TimeoutError:
+        _signal_group(record.pid, signal.SIGKILL)
+    try:
+        poll(lambda: not _group_alive(record.pid), 5, f"{record.name} killed", interval=0.1)
+    except TimeoutError:
+        pass  # reported by the caller's next look at the process
 
 
 def _signal_group(pgid: int, sig: int) -> None:

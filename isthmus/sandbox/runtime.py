@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from isthmus.render.services import TLSFiles
+from isthmus import polling
+from isthmus.configs.services import TLSFiles
 from isthmus.sandbox import process
 from isthmus.sandbox.layout import Layout
 
@@ -86,11 +86,7 @@ def wait_http(record: process.ServiceRecord, timeout: float = 600) -> float:
 
 def retry(fn, what: str, timeout: float = 60, interval: float = 1.0):
     """Call ``fn`` until it stops raising (services that answer before they are ready)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return fn()
-        except Exception as err:  # noqa: BLE001 - reported with context below
-            if time.monotonic() > deadline:
-                raise process.SandboxError(f"{what}: {err}") from err
-            time.sleep(interval)
+    try:
+        return polling.retry(fn, timeout, what, interval)
+    except TimeoutError as err:
+        raise process.SandboxError(str(err)) from err.__cause__

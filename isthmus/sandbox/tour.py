@@ -13,6 +13,8 @@ import sys
 import time
 from typing import TextIO
 
+from isthmus.network import SHADOW_OWNER
+from isthmus.polling import poll
 from isthmus.sandbox import glance, nova
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout
 
@@ -119,12 +121,15 @@ def _show_sharing(layout: Layout, say, network_id: str, rows) -> None:
         conn = _connect(layout, region, user="admin")
         copy = conn.network.get_network(network_id)
         others = [r for r in rows if r[0] != region]
-        shadows = []
-        while time.monotonic() < deadline:
-            shadows = [p for p in conn.network.ports(network_id=network_id, device_owner="compute:shadow")]
-            if len(shadows) >= len(others):
-                break
-            time.sleep(1)
+
+        def shadows_here(conn=conn, others=others) -> tuple[list, ...]:
+            found = list(conn.network.ports(network_id=network_id, device_owner=SHADOW_OWNER))
+            return (found,) if len(found) >= len(others) else ()  # (): not yet
+
+        try:
+            shadows = poll(shadows_here, max(deadline - time.monotonic(), 0), f"shadows in {region}")[0]
+        except TimeoutError:
+            shadows = list(conn.network.ports(network_id=network_id, device_owner=SHADOW_OWNER))
         say(f"  {region}: segment {copy.provider_network_type}/{copy.provider_segmentation_id}; "
             f"shadows of remote ports: " + (", ".join(f"{p.fixed_ips[0]['ip_address']} (on {p.binding_host_id})"
                                                       for p in shadows) or "none yet"))

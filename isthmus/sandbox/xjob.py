@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from isthmus.render.ini import ISTHMUS_USER, ServiceUser
-from isthmus.render.services import SANDBOX_JOB_TUNING, XJobValues, xjob_conf
-from isthmus.sandbox import gateway, ini, ovn, process, runtime
+from isthmus.configs.ini import ISTHMUS_USER, ServiceUser
+from isthmus.configs.services import SANDBOX_JOB_TUNING, XJobValues, xjob_conf
+from isthmus.sandbox import config_files, gateway, ovn, process, runtime
 from isthmus.sandbox.layout import CENTRAL_REGION, PASSWORD, Layout, xjob_name
 
 
@@ -26,7 +26,7 @@ def values(layout: Layout, worker: int = 1) -> XJobValues:
 
 
 def write_config(layout: Layout, worker: int = 1) -> Path:
-    return ini.write(config_path(layout, worker), xjob_conf(values(layout, worker)))
+    return config_files.write(config_path(layout, worker), xjob_conf(values(layout, worker)))
 
 
 def config_dir(layout: Layout) -> Path:

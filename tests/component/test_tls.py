@@ -1,5 +1,5 @@
 """The services serve TLS from ``[ssl]`` (isthmus/tls.py): https verified against
-the CA works, plain http to the same port fails (issue 26 item 14)."""
+the CA works, plain http to the same port fails."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""tools/setup.sh and tools/test.sh, run as a developer runs them (issue 24's claims
-in docs/testing.md: setup returns at once when .venv matches; a bad tier is a usage error)."""
+"""tools/setup.sh and tools/test.sh, run as a developer runs them (the claims of
+docs/testing.md: setup returns at once when .venv matches; a bad tier is a usage error)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Conformance tier (issue 15): Tempest's own API tests pass through Isthmus as they
+"""Conformance tier: Tempest's own API tests pass through Isthmus as they
 do against one region directly. CI runs the focused lists; ``tools/conformance.sh``
 runs the full ones. A test that passes directly and fails through Isthmus fails
 this test (``exceptions.txt`` lists design limits, with reasons)."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import openstack.exceptions as os_exc
 
+from isthmus.polling import poll
 from isthmus.sandbox.layout import Layout
 
 CENTRAL = "CentralRegion"
@@ -34,14 +34,10 @@ def service_connection(sandbox, region: str):
 def eventually(check, timeout: float = 120, interval: float = 1.0, what="condition"):
     """Poll until ``check()`` returns a truthy value (jobs run asynchronously).
     ``what`` may be a callable: it then describes the state at the timeout."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}; last: {last!r}")
+    try:
+        return poll(check, timeout, what, interval)
+    except TimeoutError as err:
+        raise AssertionError(f"timed out waiting for {err}") from None
 
 
 def merged_equals_direct(direct, merged, minimum: int = 0, what: str = "merged == direct") -> int:

@@ -1,4 +1,4 @@
-"""The Admin API on a real sandbox (B1-B4): real Keystone tokens through
+"""The Admin API on a real sandbox: real Keystone tokens through
 keystonemiddleware, the endpoint from the catalog, and the real ``openstack
 multiregion`` CLI.
 
@@ -175,7 +175,7 @@ def test_answers_carry_request_ids_that_the_log_names(admin):
     assert "-> 200" in line and f"project={admin.projects['admin']}" in line
 
 
-# -- B1 pods -----------------------------------------------------------------------
+# -- pods -----------------------------------------------------------------------
 
 
 def test_b1_sandbox_pods_and_conflicts(admin):
@@ -201,7 +201,7 @@ def test_b1_create_show_delete_a_pod(admin):
     assert "RegionNine" not in _pods(admin)
 
 
-# -- B4 routings -------------------------------------------------------------------
+# -- routings -------------------------------------------------------------------
 
 
 def test_b4_routings_pages_filters_and_project(admin):
@@ -238,7 +238,7 @@ def test_b4_routings_pages_filters_and_project(admin):
     assert admin.error(admin.call("GET", f"/v1.0/routings/{ids[0]}"), 404) == f"routing {ids[0]} not found"
 
 
-# -- bindings (trio2o.md §12 item 6; 400 where Trio2o said 422) --------------------
+# -- bindings (400 where Trio2o said 422) --------------------
 
 
 def test_bindings_validation_conflict_and_cli(admin):
@@ -272,7 +272,7 @@ def test_bindings_validation_conflict_and_cli(admin):
         f"binding {binding['id']} not found"
 
 
-# -- B2/B3 jobs --------------------------------------------------------------------
+# -- jobs --------------------------------------------------------------------
 
 
 def _post_job(admin, job_type: str, resource: dict, project: str = "tenant-a"):

@@ -1,4 +1,4 @@
-"""The multi-region CCM against the real sandbox (issue 4's acceptance).
+"""The multi-region CCM against the real sandbox.
 
 Real Nova and Neutron in RegionOne and RegionTwo behind one Keystone; Nodes
 live in the kmock Kubernetes emulator. The controllers are the production
@@ -210,7 +210,7 @@ def world(sandbox: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
 def node_api(kmock: Any) -> Any:
     from kubernetes import client
 
-    from isthmus.ccm.controllers.kube import NodeAPI
+    from isthmus.ccm.controllers.node_api import NodeAPI
 
     return NodeAPI(client.CoreV1Api(api_client(kmock)))
 

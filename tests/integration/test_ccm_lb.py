@@ -1,4 +1,4 @@
-"""LoadBalancer Services on the sandbox's Octavia in RegionOne and RegionTwo (issue 12).
+"""LoadBalancer Services on the sandbox's Octavia in RegionOne and RegionTwo.
 
 The service controller is the production one: ``kubernetes.client`` over HTTP
 to kmock, openstacksdk's Octavia and Neutron proxies over one keystoneauth

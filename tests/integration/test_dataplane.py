@@ -1,4 +1,4 @@
-"""The sandbox dataplane (issue 10): servers are namespaces, wired only from what
+"""The sandbox dataplane: servers are namespaces, wired only from what
 each region's Neutron API says; pings cross regions over VXLAN.
 
 Runs when the sandbox was started with ``--dataplane`` (tests/conftest.py does,
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from isthmus.network import SHADOW_OWNER
 from isthmus.sandbox.dataplane import names
 from isthmus.sandbox.layout import Layout
 from tests.integration.helpers import CENTRAL, delete_network, eventually, sandbox_layout
@@ -171,7 +172,7 @@ def test_a_shadow_deleted_by_hand_breaks_the_ping_until_drift_repair(sandbox, la
     wait_ping(sandbox, pair.servers[one], ip_of(remote))
     print(f"\ndrift repair: shadow deleted by hand -> ping answered again after {time.monotonic() - deleted_at:.1f}s")
     shadow = admin[one].network.get_port(remote.id)
-    assert shadow.device_owner == "compute:shadow" and shadow.mac_address == remote.mac_address
+    assert shadow.device_owner == SHADOW_OWNER and shadow.mac_address == remote.mac_address
 
 
 def test_a_shadow_with_a_wrong_ip_breaks_the_ping(sandbox, layout, admin, pair):

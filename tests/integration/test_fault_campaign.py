@@ -1,4 +1,4 @@
-"""A short fixed fault campaign on the shared sandbox (issue 25; docs/faults.md):
+"""A short fixed fault campaign on the shared sandbox (docs/faults.md):
 user load runs while a worker is killed, a regional Neutron hangs while the
 Isthmus database is locked, and a regional Neutron is restored from a backup.
 After each, every invariant holds again and no request failed in a region the

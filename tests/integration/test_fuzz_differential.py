@@ -1,4 +1,4 @@
-"""Differential fuzzing (issue 17, docs/fuzzing.md): no request that the stock
+"""Differential fuzzing (docs/fuzzing.md): no request that the stock
 service answers below 500 gets 500 or more from Isthmus.
 
 Seeded and bounded for CI: the same requests every run (``SEED``), a few hundred

@@ -1,4 +1,4 @@
-"""isthmus-gateway on the sandbox: reference §12 behaviours through CentralRegion.
+"""isthmus-gateway on the sandbox: Trio2o's behaviours through CentralRegion.
 
 Users' view: the real ``openstack`` CLI / openstacksdk with ``--os-region-name
 CentralRegion``, or plain HTTP where the behaviour is about the wire (headers,
@@ -423,7 +423,7 @@ def fresh_project(gw, instances: int):
 
 def test_29b_concurrent_creates_never_exceed_the_global_quota(gw):
     """Check-then-create alone lets every concurrent create see the same usage;
-    reservations admit exactly what fits (issue 9 §5)."""
+    reservations admit exactly what fits."""
     with fresh_project(gw, instances=2) as token:
         zones = ["az1", "az2"]
         with ThreadPoolExecutor(6) as pool:
@@ -514,7 +514,7 @@ def test_33b_a_retry_through_the_gateway_after_the_first_reply_replays_it(gw):
     gw.call("DELETE", f"/servers/{first.json()['server']['id']}")
 
 
-# --- conformance (issue 15): what Tempest reads -----------------------------------------------
+# --- conformance: what Tempest reads -----------------------------------------------
 
 def test_replies_carry_nova_legacy_version_header_and_the_regions_request_id(gw):
     v = {"OpenStack-API-Version": "compute 2.96"}

@@ -1,4 +1,4 @@
-"""Placement by region capacity through the gateway (issue 26 item 8): with
+"""Placement by region capacity through the gateway: with
 ``[gateway] placement_policy = most_free_capacity`` a project's first server binds
 it to the region whose Placement reports the most free room, whichever way round."""
 

@@ -1,5 +1,5 @@
 """isthmus-gateway: server groups in every region, volume attachments, aggregates
-and quota sets (issue 9, items 8-10) on the sandbox, through CentralRegion."""
+and quota sets on the sandbox, through CentralRegion."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""isthmus-gateway's Cinder v3 on the sandbox (reference §12: 9, 16-18, 20-22, 26)."""
+"""isthmus-gateway's Cinder v3 on the sandbox."""
 
 from __future__ import annotations
 

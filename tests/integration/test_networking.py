@@ -1,4 +1,4 @@
-"""Cross-region networking on the real sandbox (issue 3; reference §7 B5–B16, B27–B33).
+"""Cross-region networking on the real sandbox.
 
 Networks live in CentralRegion's Neutron; regional Neutrons copy them on demand
 with the same UUID, and the job worker wires shadow ports and security groups.
@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openstack.exceptions as os_exc
 import pytest
 
+from isthmus.network import SHADOW_OWNER
 from tests.integration.helpers import (
     CENTRAL,
     boot,
@@ -121,10 +122,10 @@ def test_servers_in_two_regions_share_one_network(sandbox, central, admin, stret
             (remote,) = list(admin[other].network.ports(device_id=servers[other].id, device_owner="compute:az"
                                                         + str(sandbox.regions.index(other) + 1)))
             shadow = eventually(lambda: port_or_none(admin[region], remote.id), what=f"shadow in {region}")  # noqa: B023 - polled within this iteration
-            assert shadow.device_owner == "compute:shadow"
+            assert shadow.device_owner == SHADOW_OWNER
             assert (shadow.mac_address, shadow.fixed_ips) == (remote.mac_address, remote.fixed_ips)
             assert shadow.binding_host_id == f"{other.lower()}-compute"
-            # B16: the remote host has a (shadow) OVS agent here with its real tunnel IP.
+            # The remote host has a (shadow) OVS agent here with its real tunnel IP.
             remote_agent = next(a for a in admin[other].network.agents(host=f"{other.lower()}-compute")
                                 if a.agent_type == "Open vSwitch agent")
             (shadow_agent,) = [a for a in admin[region].network.agents(host=f"{other.lower()}-compute")
@@ -298,7 +299,7 @@ def test_killed_worker_resumes_its_jobs(sandbox, central, admin, stretched):
     finally:
         sandbox_cli(sandbox, "sandbox", "restart", "isthmus-xjob")
     shadow = eventually(lambda: port_or_none(admin[one], port_two.id), what="shadow after restart")
-    assert shadow.device_owner == "compute:shadow"
+    assert shadow.device_owner == SHADOW_OWNER
     assert len([p for p in admin[one].network.ports(network_id=net.id) if p.id == port_two.id]) == 1
 
 
@@ -316,7 +317,7 @@ def test_a_port_freed_in_one_region_boots_in_another_before_the_worker_removes_i
     second.compute.wait_for_server(boot(second, net.name, net.id), wait=240)
     first = sandbox.connect(one)
     server = first.compute.wait_for_server(boot(first, net.name, port_id=port.id), wait=240)
-    eventually(lambda: getattr(port_or_none(admin[two], port.id), "device_owner", None) == "compute:shadow",
+    eventually(lambda: getattr(port_or_none(admin[two], port.id), "device_owner", None) == SHADOW_OWNER,
                what=f"the shadow in {two}")
     sandbox_cli(sandbox, "sandbox", "stop", "isthmus-xjob")
     try:
@@ -324,7 +325,7 @@ def test_a_port_freed_in_one_region_boots_in_another_before_the_worker_removes_i
         first.compute.wait_for_delete(server, wait=120)
         eventually(lambda: not central_port(admin, port.id).binding_host_id, what=f"unbound after {one}")
         # Listed, not read by id (a read by id is what replaces it): no worker, still there.
-        assert [p.device_owner for p in admin[two].network.ports(id=port.id)] == ["compute:shadow"]
+        assert [p.device_owner for p in admin[two].network.ports(id=port.id)] == [SHADOW_OWNER]
         moved = second.compute.wait_for_server(boot(second, net.name, port_id=port.id), wait=240)
         assert moved.status == "ACTIVE", moved.fault
         regional = admin[two].network.get_port(port.id)
@@ -336,7 +337,7 @@ def test_a_port_freed_in_one_region_boots_in_another_before_the_worker_removes_i
 
 @pytest.mark.exclusive
 def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, admin, stretched):
-    """B17: with ``[isthmus] cross_region_l2 = noop`` no region holds shadow ports."""
+    """With ``[isthmus] cross_region_l2 = noop`` no region holds shadow ports."""
     from isthmus.sandbox import xjob
 
     net, _ = stretched
@@ -353,7 +354,7 @@ def test_noop_mode_makes_no_shadows_and_removes_existing_ones(sandbox, central, 
         sandbox_cli(sandbox, "sandbox", "restart", "isthmus-xjob")
         enqueue_job(sandbox, "network_sync", net.id)
         for region in (one, two):
-            eventually(lambda: not list(admin[region].network.ports(network_id=net.id, device_owner="compute:shadow")),  # noqa: B023 - polled within this iteration
+            eventually(lambda: not list(admin[region].network.ports(network_id=net.id, device_owner=SHADOW_OWNER)),  # noqa: B023 - polled within this iteration
                        what=f"no shadows in {region}")
     finally:
         override.unlink()

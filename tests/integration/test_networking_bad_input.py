@@ -1,4 +1,4 @@
-"""Bad input to the Isthmus Neutron plugins (issue 3): every rejected request is a
+"""Bad input to the Isthmus Neutron plugins: every rejected request is a
 4xx whose message names the field or value at fault; none is a 500.
 
 Requests go as raw REST calls, so the status and fault text are what a client sees."""

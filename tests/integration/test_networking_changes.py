@@ -217,7 +217,7 @@ def test_deleting_ports_and_networks_reaches_every_copy(sandbox, central, admin)
 # ------------------------------------------- provider networks, SG deletes, port reuse
 
 def test_vlan_network_copies_keep_physnet_and_segmentation_id(sandbox, admin):
-    """B18: a VLAN network made by admin at central keeps its segment in every region."""
+    """A VLAN network made by admin at central keeps its segment in every region."""
     top = admin[CENTRAL].network.create_network(name=f"vlan-{uuid.uuid4().hex[:6]}", provider_network_type="vlan",
                                                 provider_physical_network="physnet1")
     admin[CENTRAL].network.create_subnet(network_id=top.id, ip_version=4, cidr="10.81.0.0/24")
@@ -241,7 +241,7 @@ def test_vlan_network_copies_keep_physnet_and_segmentation_id(sandbox, admin):
 
 
 def test_deleting_a_security_group_at_central_deletes_every_copy(sandbox, central, admin, stretched):
-    """B29: one VM per region on a port in the group, then the VMs, ports and group go."""
+    """One VM per region on a port in the group, then the VMs, ports and group go."""
     net, _ = stretched
     group = central.network.create_security_group(name=f"sgdel-{uuid.uuid4().hex[:6]}")
     servers = boot_in_every_region_on_group_ports(sandbox, central, net, group)
@@ -263,7 +263,7 @@ def test_deleting_a_security_group_at_central_deletes_every_copy(sandbox, centra
 
 
 def test_a_port_moves_between_regions_with_its_server(sandbox, central, admin, stretched):
-    """B32: boot on P in RegionOne, delete; boot on P in RegionTwo; delete; RegionOne again."""
+    """Boot on P in RegionOne, delete; boot on P in RegionTwo; delete; RegionOne again."""
     net, _ = stretched
     one, two = sandbox.regions
     port = central.network.create_port(network_id=net.id, name=f"{net.name}-reuse")

@@ -1,4 +1,4 @@
-"""Networking core (issue 8): central changes reach every copy; nothing is
+"""Networking core: central changes reach every copy; nothing is
 wiped on a read that failed or a 404 central never recorded as its own delete."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from isthmus.network import SHADOW_OWNER
 from tests.integration.helpers import (
     CENTRAL,
     boot,
@@ -139,7 +140,7 @@ def test_central_down_mid_boot_then_back_bindings_and_shadows_converge(sandbox, 
         sandbox_cli(sandbox, "sandbox", "restart", f"neutron-{CENTRAL}")
     eventually(lambda: bound_in(admin, port.id, one), timeout=120, what="the binding reported after central returned")
     shadow = eventually(lambda: port_or_none(admin[two], port.id), timeout=120, what=f"shadow in {two}")
-    assert shadow.device_owner == "compute:shadow" and shadow.mac_address == port.mac_address
+    assert shadow.device_owner == SHADOW_OWNER and shadow.mac_address == port.mac_address
     # The server deleted while central was down: its port goes at central, and its shadow with it.
     eventually(lambda: port_or_none(admin[CENTRAL], doomed_port.id) is None, timeout=120,
                what="the port deleted during the outage gone at central")
@@ -268,7 +269,7 @@ def test_lists_page_to_the_end_under_a_small_page_limit(sandbox, central, admin,
     ids = {p.id for p in ports}
 
     def shadows_in_two():
-        return {p.id for p in admin[two].network.ports(network_id=net.id, device_owner="compute:shadow")} & ids
+        return {p.id for p in admin[two].network.ports(network_id=net.id, device_owner=SHADOW_OWNER)} & ids
 
     eventually(lambda: shadows_in_two() == ids, timeout=180, what=f"{count} shadows in {two}")
     job = eventually(run_again(sandbox, "network_sync", net.id), timeout=120, what="the full resync")

@@ -1,4 +1,4 @@
-"""Nothing is lost, whatever fails (issue 25): a region restored from a backup,
+"""Nothing is lost, whatever fails: a region restored from a backup,
 deletes made while central was down and then a restart, another project's
 address named in a request. Each test is the scenario of the issue as written;
 each failed on the code before the fix."""

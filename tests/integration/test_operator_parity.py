@@ -1,6 +1,6 @@
-"""The operator renders the configuration the running sandbox uses (issue 13's end-to-end check).
+"""The operator renders the configuration the running sandbox uses.
 
-One renderer (``isthmus.render``) writes the sandbox's files and the operator's
+One renderer (``isthmus.configs``) writes the sandbox's files and the operator's
 Secrets. Here the real ``isthmus operator render`` renders a MultiRegionCloud for
 the sandbox's regions, and each rendered INI is compared, key by key, with the
 file the running sandbox's service reads. Only a few kinds of difference are allowed,
@@ -63,7 +63,7 @@ SANDBOX_ONLY = {
 }
 # Keys only the operator writes.
 OPERATOR_ONLY = {
-    # A database server's driver timeouts (isthmus.render.ini.database): the sandbox's
+    # A database server's driver timeouts (isthmus.configs.ini.database): the sandbox's
     # Neutrons run on SQLite files, which have none.
     ("database", "connection_parameters"),
     # The APIGateway's selected regions (regionSelector); the sandbox's gateway serves every

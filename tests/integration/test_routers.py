@@ -1,4 +1,4 @@
-"""Cross-region routers on the real sandbox (issue 11; reference §4.7–4.8, B19–B25).
+"""Cross-region routers on the real sandbox.
 
 Users work at CentralRegion only. ``router_sync`` makes a half of the router in
 every region its networks live in, joins the halves over a transit network,
@@ -16,6 +16,7 @@ import uuid
 import openstack.exceptions as os_exc
 import pytest
 
+from isthmus.network import SHADOW_OWNER
 from tests.integration.helpers import CENTRAL, delete_network, eventually
 
 pytestmark = pytest.mark.integration
@@ -176,7 +177,7 @@ def test_ipv6_subnets_in_two_regions_route_over_the_ipv6_transit_addresses(sandb
 
 
 def test_a_router_hinted_to_one_region_keeps_to_it(sandbox, admin, l3_cleanup):
-    """B23: a router's AZ hints name Isthmus regions or AZs; a network hinted
+    """A router's AZ hints name Isthmus regions or AZs; a network hinted
     elsewhere cannot join it (400 naming the field); its halves stay inside."""
     one, two = sandbox.regions
     central = admin[CENTRAL].network
@@ -233,7 +234,7 @@ def test_gateway_and_floating_ip_for_a_server_in_another_region(sandbox, admin, 
                       what=f"floating IP {fip.floating_ip_address} in {two} on the {one} server's port")
     assert made.fixed_ip_address == server_port.fixed_ips[0]["ip_address"]
     shadow = admin[two].network.get_port(server_port.id)
-    assert shadow.device_owner == "compute:shadow" and shadow.mac_address == server_port.mac_address
+    assert shadow.device_owner == SHADOW_OWNER and shadow.mac_address == server_port.mac_address
 
     central.update_ip(fip, port_id=None)
     eventually(lambda: regional_fip() is None, what="regional floating IP gone after disassociation")

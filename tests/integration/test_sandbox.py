@@ -1,4 +1,4 @@
-"""The sandbox brings up a real multi-region OpenStack (issue 2's acceptance)."""
+"""The sandbox brings up a real multi-region OpenStack."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_catalog_has_per_region_endpoints(sandbox):
     for region in sandbox.regions:
         for service_type in ("network", "compute", "image", "placement", "identity"):
             assert (service_type, region) in where, f"no {service_type} endpoint in {region}"
-    # CentralRegion's only compute endpoint is isthmus-gateway (issue 5).
+    # CentralRegion's only compute endpoint is isthmus-gateway.
     central = [e.url for e in ident.endpoints(interface="public")
                if services[e.service_id] == "compute" and e.region_id == "CentralRegion"]
     assert len(central) == 1 and central[0].endswith("/compute/v2.1")

@@ -1,4 +1,4 @@
-"""The topology page and the metrics on the real sandbox (issue 14).
+"""The topology page and the metrics on the real sandbox.
 
 The page is driven in Debian's headless Chromium: after the tour's servers boot
 it shows both regions, the tour network in both, each server in its region and
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from isthmus.network import SHADOW_OWNER
 from tests.browser import artifact_dir, chrome, missing, wait_until
 from tests.integration.helpers import CENTRAL, eventually, sandbox_layout
 from tests.integration.tour import shared_tour
@@ -219,7 +220,7 @@ def test_topology_page_shows_the_tour_and_a_region_going_down(sandbox, tour, pag
                               f'.port.shadow[data-port="{ports[one]}"][data-region="{two}"]')
         shown = json.loads(wait_until(lambda: _one(driver, "#detail:not([hidden]) #detail-json"), 5,
                                       "the JSON panel")["text"])
-        assert shown["id"] == ports[one] and shown["raw"]["device_owner"] == "compute:shadow"
+        assert shown["id"] == ports[one] and shown["raw"]["device_owner"] == SHADOW_OWNER
         driver.execute_script("document.getElementById('detail').hidden = true")
         driver.save_screenshot(str(shots / "topology.png"))
         DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm.controllers.kube import MERGE_PATCH, NodeView
+from isthmus.ccm.controllers.node_api import MERGE_PATCH, NodeView
 
 LOG = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ enqueues its key.
 
 The informer knows the resource only through a :class:`ResourceAPI`
 (``list_with_version``, ``watch``, ``stop_watch``): Nodes
-(:class:`~isthmus.ccm.controllers.kube.NodeAPI`, keyed by name) and Services
+(:class:`~isthmus.ccm.controllers.node_api.NodeAPI`, keyed by name) and Services
 (``isthmus.ccm.loadbalancer.controller.ServiceAPI``, keyed
 ``namespace/name``) share this loop.
 
@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from isthmus.ccm.controllers.kube import NodeView, WatchEvent
 from isthmus.ccm.controllers.node import Backoff
+from isthmus.ccm.controllers.node_api import NodeView, WatchEvent
 
 LOG = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.ccm.controllers.events import DELETING_NODE, LOOKUP_FAILED, NORMAL, WARNING, EventSink, NoEvents
-from isthmus.ccm.controllers.kube import TAINT_SHUTDOWN, CloudInstances, NodeAPI, NodeView, with_precondition
+from isthmus.ccm.controllers.node_api import TAINT_SHUTDOWN, CloudInstances, NodeAPI, NodeView, with_precondition
 
 LOG = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.ccm.controllers.events import LOOKUP_FAILED, NORMAL, SYNCED, WARNING, EventSink, NoEvents
-from isthmus.ccm.controllers.kube import (
+from isthmus.ccm.controllers.node_api import (
     ANNOTATION_PROVIDED_NODE_IP,
     BETA_LABELS,
     LABEL_INSTANCE_TYPE,

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from isthmus.ccm.controllers.informer import Cache, Informer, NodeCache, WatchSettings, WorkQueue
-from isthmus.ccm.controllers.kube import WatchEvent, watch_events
 from isthmus.ccm.controllers.node import Backoff
+from isthmus.ccm.controllers.node_api import WatchEvent, watch_events
 from isthmus.ccm.errors import RegionError
 from isthmus.ccm.gcfg import parse_bool
 from isthmus.ccm.loadbalancer import model as m
@@ -575,7 +575,7 @@ def start_service_controller(args: Any, config: Any, session: Any, core: Any, ac
     before the informer runs): the service controller reads that cache and
     subscribes to its changes. Without them it starts a Node informer of its own.
     """
-    from isthmus.ccm.controllers.kube import NodeAPI
+    from isthmus.ccm.controllers.node_api import NodeAPI
     from isthmus.ccm.loadbalancer.octavia import OctaviaClients
 
     lb_config: LoadBalancerConfig = config.load_balancer

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from isthmus.ccm import providerid
 
 if TYPE_CHECKING:
-    from isthmus.ccm.controllers.kube import NodeView
+    from isthmus.ccm.controllers.node_api import NodeView
 
 PREFIX = "loadbalancer.openstack.org/"
 ANN_REGION = PREFIX + "region"  # Isthmus: only this region gets a load balancer

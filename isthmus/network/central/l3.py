@@ -5,7 +5,7 @@ agents: any hint would be refused. The subclass overrides only the neutron-lib
 AZ interface (``validate_availability_zones``, ``get_router_availability_zones``,
 as the core plugin does for networks) and, before Neutron's own
 ``add_router_interface``, refuses a network hinted outside the router's regions
-(reference B23: a router hinted to RegionOne keeps to RegionOne).
+(a router hinted to RegionOne keeps to RegionOne; docs/networking.md, Routers).
 """
 
 from __future__ import annotations

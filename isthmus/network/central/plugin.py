@@ -26,8 +26,8 @@ from isthmus.network import config
 from isthmus.network.central.state import state
 
 LOG = logging.getLogger(__name__)
-# What each region's copy is built from once (B8): changing it at central would
-# leave the copies as they were.
+# What each region's copy is built from once, so central refuses to change it:
+# a change at central would leave the copies as they were.
 _COPIED_ONCE = ("provider:network_type", "provider:physical_network", "provider:segmentation_id", "segments",
                 "router:external")
 

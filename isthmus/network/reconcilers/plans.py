@@ -152,7 +152,7 @@ def plan_port(region: str, original: Mapping[str, Any] | None, copies: list[dict
         elif original is None:
             # Not only compute ports: Nova leaves a port it did not create unbound
             # (device_owner "") when its server goes; that copy kept the port's
-            # security groups in use here (B29).
+            # security groups in use here, so Neutron refused to delete them.
             if deleted:
                 plan.delete.append(port["id"])
         elif not port.get("binding:host_id") and bound_region(original) not in (None, region):

@@ -7,6 +7,7 @@ while it lasts; requests anywhere else must not.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from isthmus.polling import poll
 from isthmus.sandbox import control, process
 from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
@@ -183,9 +185,6 @@ def wait_healthy(layout: Layout, timeout: float = 180) -> None:
     """Every service's health URL answers (after a lift)."""
     deadline = time.monotonic() + timeout
     for record in process.ServiceRecord.load_all(layout.run):
-        if not record.url:
-            continue
-        while not process.http_ok(record.url):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{record.name} not healthy {timeout:.0f}s after the fault was lifted")
-            time.sleep(1)
+        if record.url:
+            poll(functools.partial(process.http_ok, record.url), max(deadline - time.monotonic(), 0),
+                 f"{record.name} healthy after the fault was lifted")

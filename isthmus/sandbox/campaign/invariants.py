@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from isthmus.network import bound_region
+from isthmus.network import SHADOW_OWNER, bound_region
 from isthmus.network.reconcilers.plans import has_local_members, missing_at_central
 
-SHADOW_OWNER = "compute:shadow"
+SHADOW_OWNER = SHADOW_OWNER
 
 
 @dataclass

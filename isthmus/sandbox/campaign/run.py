@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from openstack import exceptions as openstack_exceptions
 
+from isthmus.polling import retry
 from isthmus.sandbox.campaign import faults as fault_kinds
 from isthmus.sandbox.campaign import invariants
 from isthmus.sandbox.campaign.load import CENTRAL, Ledger, Load
@@ -172,18 +173,18 @@ class Campaign:
                     admin.compute.delete_server(server)
                     admin.compute.wait_for_delete(server, wait=180)
         central = self.connect(CENTRAL, "isthmus-demo")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                for port in central.network.ports(network_id=net.id):
-                    if not (port.device_owner or "").startswith("network:"):
-                        central.network.delete_port(port, ignore_missing=True)
-                central.network.delete_network(net, ignore_missing=True)
-                central.network.delete_security_group(group, ignore_missing=True)
-                return
-            except Exception as err:  # noqa: BLE001 - ports still being deleted: try again
-                LOG.debug("campaign clean-up: %s", err)
-                time.sleep(3)
+
+        def clean() -> None:
+            for port in central.network.ports(network_id=net.id):
+                if not (port.device_owner or "").startswith("network:"):
+                    central.network.delete_port(port, ignore_missing=True)
+            central.network.delete_network(net, ignore_missing=True)
+            central.network.delete_security_group(group, ignore_missing=True)
+
+        try:
+            retry(clean, 120, "campaign clean-up", interval=3)  # ports still being deleted: again
+        except TimeoutError as err:
+            LOG.warning("%s", err)
 
     def run(self, cycles: list[list[str]] | None = None) -> list[Outcome]:
         """The seeded plan's cycles, or the ones given (a test's fixed campaign)."""

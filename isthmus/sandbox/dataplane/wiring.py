@@ -14,10 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from isthmus.network import SHADOW_OWNER
+
 if TYPE_CHECKING:
     from isthmus.sandbox.dataplane.routers import Outside, Router
 
-SHADOW_OWNER = "compute:shadow"
 UNBOUND_VIF_TYPES = ("", "unbound", "binding_failed")
 DEFAULT_MTU = 1450  # VXLAN over a 1500-byte underlay, Neutron's own figure
 FLAT_MTU = 1500

@@ -1,4 +1,4 @@
-"""Input that once made the Admin API answer 500 (issue 17): each is now a 4xx
+"""Input that once made the Admin API answer 500: each is now a 4xx
 naming what is wrong."""
 
 from __future__ import annotations

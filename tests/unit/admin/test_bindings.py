@@ -1,5 +1,5 @@
 """/v1.0/bindings: project -> regional pod bindings the gateway places new servers by
-(trio2o.md §12 item 6, with 400 for Trio2o's 422)."""
+(with 400 for Trio2o's 422)."""
 
 from __future__ import annotations
 

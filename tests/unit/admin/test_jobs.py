@@ -1,4 +1,4 @@
-"""/v1.0/jobs: schemas, exact resource keys (B2), filters and pages, delete/redo states (B3)."""
+"""/v1.0/jobs: schemas, exact resource keys, filters and pages, delete/redo states."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""POST/GET/DELETE /v1.0/pods (reference §1.5, B1)."""
+"""POST/GET/DELETE /v1.0/pods."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""/v1.0/routings: validation, filters, id-descending pages with next links (B4), scope."""
+"""/v1.0/routings: validation, filters, id-descending pages with next links, scope."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Address vectors of the reference spec §6.4/§6.5, plus properties."""
+"""Address vectors, plus properties."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""cloud.conf vectors of the reference spec §1 and §6.6, plus properties."""
+"""cloud.conf vectors, plus properties."""
 
 from __future__ import annotations
 

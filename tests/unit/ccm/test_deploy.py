@@ -32,9 +32,9 @@ from kubernetes import client
 from isthmus.ccm.config import parse_config
 from isthmus.ccm.controllers.events import NodeEvents
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
-from isthmus.ccm.controllers.kube import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
+from isthmus.ccm.controllers.node_api import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceCache, ServiceController
 from isthmus.ccm.loadbalancer.options import LoadBalancerConfig

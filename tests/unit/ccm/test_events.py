@@ -9,9 +9,9 @@ import kmock
 import pytest
 
 from isthmus.ccm.controllers.events import COMPONENT, NodeEvents
-from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import Backoff, NodeController
+from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import Server
 from tests.kmock_clients import core_api
@@ -89,6 +89,6 @@ def test_event_failures_never_fail_the_work() -> None:
         def create_namespaced_event(self, *args: Any, **kwargs: Any) -> None:
             raise OSError("API server away")
 
-    from isthmus.ccm.controllers.kube import NodeView
+    from isthmus.ccm.controllers.node_api import NodeView
 
     NodeEvents(Broken()).node_event(NodeView("n", "", {}, {}, (), (), True, ""), "Warning", "LookupFailed", "x")

@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from isthmus.ccm.clients import OpenStackRegionClient, RegionBreaker
 from isthmus.ccm.controllers.informer import NodeCache, WorkQueue
-from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI, NodeView
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import Backoff, NodeController
+from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI, NodeView
 from isthmus.ccm.errors import RegionError
 from isthmus.ccm.health import Health, HealthServer, Metrics
 from isthmus.ccm.instances import Instances

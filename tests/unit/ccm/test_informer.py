@@ -19,9 +19,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
-from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI, NodeView, WatchEvent
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import Backoff, NodeController
+from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI, NodeView, WatchEvent
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import Server, ServerAddress
 from isthmus.ccm.service import Manager, Periods, run

@@ -1,4 +1,4 @@
-"""Region search order (reference spec §6.7) and InstancesV2 semantics."""
+"""Region search order and InstancesV2 semantics."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""manage-security-groups (issue 26 item 10): a group per Service and region that opens
+"""manage-security-groups: a group per Service and region that opens
 its NodePorts from the member subnet on its member nodes' ports, and goes with it."""
 
 from __future__ import annotations

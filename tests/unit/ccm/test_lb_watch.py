@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 
 from isthmus.ccm.config import parse_config
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings
-from isthmus.ccm.controllers.kube import NodeAPI, NodeView, WatchEvent
+from isthmus.ccm.controllers.node_api import NodeAPI, NodeView, WatchEvent
 from isthmus.ccm.loadbalancer import model as m
 from isthmus.ccm.loadbalancer.controller import (
     OctaviaRegions,
@@ -95,7 +95,7 @@ def test_service_informer_keys_by_namespace_and_relists_only_on_gone() -> None:
 
 
 def test_node_view_carries_what_the_load_balancers_read() -> None:
-    from isthmus.ccm.controllers.kube import node_view
+    from isthmus.ccm.controllers.node_api import node_view
 
     def v1(unschedulable: bool | None, ready: str = "True", rv: str = "1") -> Any:
         return client.V1Node(

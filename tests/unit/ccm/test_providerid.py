@@ -1,4 +1,4 @@
-"""providerID vectors of the reference spec §6.1/§6.2, plus properties."""
+"""providerID vectors, plus properties."""
 
 from __future__ import annotations
 

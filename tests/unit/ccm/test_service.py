@@ -9,9 +9,9 @@ import kmock
 import pytest
 
 from isthmus.ccm.controllers.informer import Informer, NodeCache, WorkQueue
-from isthmus.ccm.controllers.kube import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
+from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import Server
 from isthmus.ccm.service import Manager, Periods

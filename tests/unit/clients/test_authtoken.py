@@ -1,4 +1,4 @@
-"""keystonemiddleware in Isthmus' services waits on Keystone a bounded time (issue 25 hole 6)."""
+"""keystonemiddleware in Isthmus' services waits on Keystone a bounded time."""
 
 from __future__ import annotations
 

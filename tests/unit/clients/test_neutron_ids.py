@@ -1,4 +1,4 @@
-"""An object's id is one URL segment, whatever characters it holds (issue 17):
+"""An object's id is one URL segment, whatever characters it holds:
 an id is never read as a path, a query or the collection itself."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every database server wait is bounded (issue 25 hole 6): the drivers' own
+"""Every database server wait is bounded: the drivers' own
 defaults wait for ever on a black-holed server."""
 
 from __future__ import annotations

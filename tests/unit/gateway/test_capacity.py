@@ -1,4 +1,4 @@
-"""Placement by region capacity (issue 26 item 8): parsing Placement's reply,
+"""Placement by region capacity: parsing Placement's reply,
 ranking regions, and the router binding a new project where there is most room."""
 
 from __future__ import annotations

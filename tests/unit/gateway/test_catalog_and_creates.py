@@ -1,4 +1,4 @@
-"""Endpoint discovery by region and type (§32) and creates that cannot be recorded (§33)."""
+"""Endpoint discovery by region and type and creates that cannot be recorded."""
 
 import asyncio
 

@@ -1,4 +1,4 @@
-"""Idempotent creates across gateway processes, timeouts and error replies (issue 9 §7)."""
+"""Idempotent creates across gateway processes, timeouts and error replies."""
 
 import asyncio
 import uuid

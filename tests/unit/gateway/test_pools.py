@@ -1,4 +1,4 @@
-"""The image-copy pool refuses at once when full (issue 26 item 6)."""
+"""The image-copy pool refuses at once when full."""
 
 from __future__ import annotations
 

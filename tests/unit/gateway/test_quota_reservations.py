@@ -1,4 +1,4 @@
-"""Quota reservations: concurrent creates in any gateway process never overshoot (issue 9 §5)."""
+"""Quota reservations: concurrent creates in any gateway process never overshoot."""
 
 import threading
 from contextlib import ExitStack

@@ -1,4 +1,4 @@
-"""Leases judged by one clock, and taken over only after a grace (issue 25 hole 5)."""
+"""Leases judged by one clock, and taken over only after a grace."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Remote-group members as regional address groups: pure planning."""
 
-from isthmus.network import PROFILE_KEY
+from isthmus.network import PROFILE_KEY, SHADOW_OWNER
 from isthmus.network.copies import rule_key
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import plans
@@ -29,7 +29,7 @@ def test_each_region_holds_the_members_bound_elsewhere():
     ports = [_vm("a", ["10.0.0.5"], "RegionOne"), _vm("b", ["10.0.0.6", "fd00::6"], "RegionTwo"),
              _vm("c", ["10.0.0.7"], None),  # unbound: no member anywhere
              _vm("d", ["10.0.0.8"], "RegionTwo", groups=("other",)),  # another group
-             _vm("e", ["10.0.0.9"], "RegionTwo", owner="compute:shadow"),  # a shadow is no member
+             _vm("e", ["10.0.0.9"], "RegionTwo", owner=SHADOW_OWNER),  # a shadow is no member
              _vm("f", ["10.0.0.10"], "RegionTwo", owner="network:dhcp")]
     assert ag.desired_addresses(S, "RegionOne", ports) == {"10.0.0.6/32", "fd00::6/128"}
     assert ag.desired_addresses(S, "RegionTwo", ports) == {"10.0.0.5/32"}

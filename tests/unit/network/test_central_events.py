@@ -1,5 +1,5 @@
 """Central mechanism driver: which project's security groups a rule event syncs,
-and every delete recorded before it commits (issue 25 hole 3)."""
+and every delete recorded before it commits."""
 
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Reconcilers change a regional object only as they read it (issue 25 hole 5)."""
+"""Reconcilers change a regional object only as they read it."""
 
 from __future__ import annotations
 

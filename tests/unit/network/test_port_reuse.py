@@ -1,4 +1,4 @@
-"""Which central port a regional create naming its address may take (issue 25 hole 2)."""
+"""Which central port a regional create naming its address may take."""
 
 from __future__ import annotations
 

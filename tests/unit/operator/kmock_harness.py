@@ -33,7 +33,7 @@ from kopf._cogs.aiokits import aiotasks as kopf_aiotasks  # noqa: E402 - after t
 
 from isthmus.operator import GROUP, VERSION, handlers  # noqa: E402 - after the environment the operator reads at import
 from isthmus.operator.crds import KINDS  # noqa: E402 - after the environment the operator reads at import
-from isthmus.operator.kube import RESOURCES, Kube  # noqa: E402 - after the environment the operator reads at import
+from isthmus.operator.kube_client import RESOURCES, Kube  # noqa: E402 - after the environment the operator reads at import
 from tests.unit.operator.conftest import PASSWORDS, make_cloud  # noqa: E402 - after the environment the operator reads at import
 
 Obj = dict[str, Any]
@@ -215,7 +215,7 @@ class Operator:
             return await self.until(check, f"{kind} {name} {type_}={status}", timeout)
         except AssertionError as exc:
             obj = await self.get(kind, name)
-            from isthmus.operator.kube import RESOURCES
+            from isthmus.operator.kube_client import RESOURCES
             res = RESOURCES[kind]
             versions: list[list[tuple[Any, Any]]] | str
             try:

@@ -1,5 +1,5 @@
-"""The real kube-apiserver tier: what the kmock emulator cannot show (§6.5 behaviours 1 and 11,
-generation). Runs when KUBEBUILDER_ASSETS names a directory with ``etcd`` and
+"""The real kube-apiserver tier: what the kmock emulator cannot show (the objects'
+generation, among others). Runs when KUBEBUILDER_ASSETS names a directory with ``etcd`` and
 ``kube-apiserver`` binaries (``setup-envtest use`` downloads them), as controller-runtime's
 envtest runs them: etcd and kube-apiserver on loopback, no controller-manager, no kubelet.
 """

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from isthmus.operator import crds, fernet
-from isthmus.operator.kube import Kube
+from isthmus.operator.kube_client import Kube
 
 
 @pytest.mark.parametrize("text,seconds", [("24h", 86400), ("1h30m", 5400), ("90s", 90), ("1.5h", 5400),

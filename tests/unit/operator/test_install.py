@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from isthmus.operator import GROUP, crds, install
-from isthmus.operator.render import render_documents
+from isthmus.operator.preview import render_documents
 from isthmus.operator.yamlio import dump_all
 
 ROOT = Path(__file__).resolve().parents[3]

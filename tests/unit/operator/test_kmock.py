@@ -1,5 +1,5 @@
-"""The real operator against the kmock emulator: the reference design's acceptance
-behaviours marked K/both (numbers in the test names are §6.5's)."""
+"""The real operator against the kmock emulator: the acceptance behaviours of the
+operator (docs/operator.md) that need no real kube-apiserver."""
 
 from __future__ import annotations
 

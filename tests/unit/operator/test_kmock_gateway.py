@@ -1,6 +1,5 @@
 """The real operator against the kmock emulator, continued: the API gateway, the CCM's
-cloud.conf, status mirroring, per-region config changes and TLS (§6.5 15, 16, 17, 21,
-23, 24 of the reference design; the numbers are in the test names).
+cloud.conf, status mirroring, per-region config changes and TLS.
 
 Same tier and harness as ``test_kmock.py``; its helpers are imported, not copied.
 Each test switches off what it does not exercise, to keep the tier fast.

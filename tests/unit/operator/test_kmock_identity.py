@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 import pytest
 
 from isthmus.operator import controllers, fernet
-from isthmus.operator.kube import secret_text
+from isthmus.operator.kube_client import secret_text
 from tests.unit.operator.kmock_harness import Operator, make
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.component]  # the real operator against kmock (tests/tiers.py)

@@ -1,6 +1,6 @@
-"""The real operator against the kmock emulator: central networking, §6.5 behaviours 12, 13,
-14 and 22 (the numbers in the test names). Where Isthmus departs from the reference's wording
-(docs/operator.md, "Departures"), the tests follow the implementation: Isthmus option names,
+"""The real operator against the kmock emulator: central networking. Where Isthmus departs
+from the upstream operators' wording (docs/operator.md, "Departures"), the tests follow the
+implementation: Isthmus option names,
 the Admin API registered as service type ``multiregion`` (name ``isthmus``), no
 bridge_network_type/default_region_for_external_network, and the range rule (region VNIs
 disjoint from central's, central's VLAN ranges within the region's)."""

@@ -11,7 +11,7 @@ import yaml
 
 from isthmus.ccm.config import parse_config
 from isthmus.operator import objects
-from isthmus.operator.render import render_documents
+from isthmus.operator.preview import render_documents
 from tests.unit.operator.conftest import PASSWORDS, make_cloud, passwords_secret
 
 CREDS = objects.Credentials.from_secret_data(PASSWORDS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from isthmus.network import PROFILE_KEY
+from isthmus.network import PROFILE_KEY, SHADOW_OWNER
 from isthmus.sandbox.campaign import invariants
 from isthmus.sandbox.campaign.load import Ledger
 from isthmus.sandbox.campaign.run import KINDS, Outcome, Settings, fault_names, plan, summary
@@ -63,7 +63,7 @@ DHCP = {"id": "dhcp", "device_owner": "network:dhcp", "mac_address": "m", "fixed
 
 def test_a_converged_snapshot_has_no_violations():
     bound = _port("p1", "RegionOne")
-    snap = _snapshot([bound, DHCP], [dict(bound), DHCP], [{**bound, "device_owner": "compute:shadow"}, DHCP],
+    snap = _snapshot([bound, DHCP], [dict(bound), DHCP], [{**bound, "device_owner": SHADOW_OWNER}, DHCP],
                      {"RegionOne": {"vm1": "ACTIVE"}, "RegionTwo": {}})
     assert invariants.check(snap, {"vm1": "RegionOne"}, {"p1"}) == []
 
@@ -73,7 +73,7 @@ def test_each_invariant_names_what_broke():
     member = _port("p3", "RegionTwo", ip="10.66.0.9")
     snap = _snapshot([bound, member, DHCP],
                      [{**bound, "mac_address": "fa:16:3e:99:99:99"}, _port("gone", owner="compute:nova"), DHCP,
-                      {**member, "device_owner": "compute:shadow"}],
+                      {**member, "device_owner": SHADOW_OWNER}],
                      [DHCP, member], {"RegionOne": {}, "RegionTwo": {}})
     snap.failed_jobs.append("network_sync n1: boom")
     found = invariants.check(snap, {"vm1": "RegionOne"}, {"p1", "p2"})

@@ -1,5 +1,6 @@
 """What a host's dataplane should carry, from Neutron's answers (isthmus.sandbox.dataplane.wiring)."""
 
+from isthmus.network import SHADOW_OWNER
 from isthmus.sandbox.dataplane.wiring import RemotePort, plan_host
 
 HOST = "regionone-compute"
@@ -27,8 +28,8 @@ def test_a_local_server_port_becomes_an_interface_with_neutrons_mac_ip_and_gatew
 
 def test_remote_ports_go_to_the_tunnel_ip_their_hosts_agent_reports_and_are_flooded_to():
     ports = [port("p1", "fa:16:3e:00:00:01", "10.7.0.5", HOST),
-             port("p2", "fa:16:3e:00:00:02", "10.7.0.6", "regiontwo-compute", owner="compute:shadow", device="vm-b"),
-             port("p3", "fa:16:3e:00:00:03", "10.7.0.7", "regionthree-compute", owner="compute:shadow", device="vm-c")]
+             port("p2", "fa:16:3e:00:00:02", "10.7.0.6", "regiontwo-compute", owner=SHADOW_OWNER, device="vm-b"),
+             port("p3", "fa:16:3e:00:00:03", "10.7.0.7", "regionthree-compute", owner=SHADOW_OWNER, device="vm-c")]
     net = plan_host(HOST, "192.0.2.1", ports, [NET], [SUBNET], AGENTS).networks["net-1"]
     assert net.remote_ports == {RemotePort("fa:16:3e:00:00:02", ("10.7.0.6",), "192.0.2.2"),
                                 RemotePort("fa:16:3e:00:00:03", ("10.7.0.7",), "192.0.2.3")}
@@ -37,23 +38,23 @@ def test_remote_ports_go_to_the_tunnel_ip_their_hosts_agent_reports_and_are_floo
 
 def test_a_shadow_is_never_a_local_server_and_unbound_or_agentless_ports_are_not_forwarded_to():
     ports = [port("p1", "fa:16:3e:00:00:01", "10.7.0.5", HOST),
-             port("p2", "fa:16:3e:00:00:02", "10.7.0.6", HOST, owner="compute:shadow", device="vm-b"),
+             port("p2", "fa:16:3e:00:00:02", "10.7.0.6", HOST, owner=SHADOW_OWNER, device="vm-b"),
              port("p3", "fa:16:3e:00:00:03", "10.7.0.7", "regionthree-compute", vif="binding_failed"),
-             port("p4", "fa:16:3e:00:00:04", "10.7.0.8", "nowhere-compute", owner="compute:shadow")]
+             port("p4", "fa:16:3e:00:00:04", "10.7.0.8", "nowhere-compute", owner=SHADOW_OWNER)]
     plan = plan_host(HOST, "192.0.2.1", ports, [NET], [SUBNET], AGENTS)
     assert list(plan.servers) == ["vm-a"]
     assert plan.networks["net-1"].remote_ports == frozenset()
 
 
 def test_a_network_without_local_servers_is_not_wired_and_no_servers_means_nothing():
-    remote_only = [port("p2", "fa:16:3e:00:00:02", "10.7.0.6", "regiontwo-compute", owner="compute:shadow")]
+    remote_only = [port("p2", "fa:16:3e:00:00:02", "10.7.0.6", "regiontwo-compute", owner=SHADOW_OWNER)]
     plan = plan_host(HOST, "192.0.2.1", remote_only, [NET], [SUBNET], AGENTS)
     assert not plan.servers and not plan.networks
 
 
 def test_a_changed_vni_or_tunnel_ip_changes_the_plan():
     ports = [port("p1", "fa:16:3e:00:00:01", "10.7.0.5", HOST),
-             port("p2", "fa:16:3e:00:00:02", "10.7.0.6", "regiontwo-compute", owner="compute:shadow")]
+             port("p2", "fa:16:3e:00:00:02", "10.7.0.6", "regiontwo-compute", owner=SHADOW_OWNER)]
     before = plan_host(HOST, "192.0.2.1", ports, [NET], [SUBNET], AGENTS)
     moved = [*AGENTS[:1], {"host": "regiontwo-compute", "configurations": {"tunneling_ip": "192.0.2.9"}}]
     after = plan_host(HOST, "192.0.2.1", ports, [{**NET, "provider:segmentation_id": 7}], [SUBNET], moved)

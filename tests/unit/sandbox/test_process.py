@@ -5,7 +5,7 @@ import time
 import pytest
 
 from isthmus.sandbox import process
-from isthmus.sandbox.ini import render
+from isthmus.sandbox.config_files import render
 
 pytestmark = pytest.mark.component  # child processes (tests/tiers.py)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from isthmus.network import SHADOW_OWNER
 from isthmus.topology.model import RegionSnapshot, RegionView, Snapshot, Topology
 
 NET = "5b0e1e6c-7f5a-4c59-9a0e-5d3a7c1f0a01"
@@ -42,7 +43,7 @@ def port(port_id: str, region: str | None, device_id: str, ip: str, mac: str, **
 
 
 def shadow(original: dict[str, Any]) -> dict[str, Any]:
-    return {**original, "name": f"shadow_port_{original['id']}", "device_owner": "compute:shadow",
+    return {**original, "name": f"shadow_port_{original['id']}", "device_owner": SHADOW_OWNER,
             "device_id": "", "binding:profile": {}, "status": "ACTIVE"}
 
 

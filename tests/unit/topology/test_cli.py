@@ -16,7 +16,7 @@ from keystoneauth1 import exceptions as ks_exc
 from osc_lib import exceptions
 
 from isthmus.cli.osc.v1.topology import ShowTopology
-from isthmus.topology import model, render
+from isthmus.topology import formats, model
 from tests.unit.topology import fixtures as fx
 from tests.unit.topology.test_collect import FakeSession, routes_for
 
@@ -84,7 +84,7 @@ def test_dot_has_a_cluster_per_region_and_shadow_edges() -> None:
 def test_dot_marks_drift_and_unhealthy_regions() -> None:
     snap = fx.region_two_down(fx.snapshot())
     snap.regions[0].networks = [fx.network(name='say "hi"')]
-    text = render.to_dot(model.build(snap))
+    text = formats.to_dot(model.build(snap))
     assert 'label="RegionTwo (UNHEALTHY)", color=red' in text
     assert "DRIFT: name" in text and 'say \\"hi\\"' in text
 

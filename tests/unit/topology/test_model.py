@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from isthmus.network import SHADOW_OWNER
 from isthmus.topology import model
 from tests.unit.topology import fixtures as fx
 
@@ -53,7 +54,7 @@ def test_empty_and_missing_description_is_no_drift() -> None:
 
 def test_missing_shadow_is_drift() -> None:
     snap = fx.snapshot()
-    snap.regions[1].ports = [p for p in snap.regions[1].ports or [] if p["device_owner"] != "compute:shadow"]
+    snap.regions[1].ports = [p for p in snap.regions[1].ports or [] if p["device_owner"] != SHADOW_OWNER]
     (band,) = model.build(snap).networks
     assert band.copies["RegionTwo"].missing_shadows == [fx.PORT1]
     assert band.copies["RegionOne"].missing_shadows == []
@@ -164,7 +165,7 @@ def test_an_ovn_region_shows_its_backend_and_remote_ports_not_shadows() -> None:
     snap = fx.snapshot()
     one, two = snap.regions
     one.backend, two.backend = "ovn", "ovs"
-    one.ports = [p for p in one.ports or [] if p["device_owner"] != "compute:shadow"]  # OVN holds none
+    one.ports = [p for p in one.ports or [] if p["device_owner"] != SHADOW_OWNER]  # OVN holds none
     topo = model.build(snap)
     assert [(r.name, r.backend) for r in topo.regions] == [("CentralRegion", None), ("RegionOne", "ovn"),
                                                              ("RegionTwo", "ovs")]
@@ -177,11 +178,11 @@ def test_an_ovn_region_shows_its_backend_and_remote_ports_not_shadows() -> None:
 
 
 def test_the_table_names_backends_and_remote_ports() -> None:
-    from isthmus.topology.render import to_table
+    from isthmus.topology.formats import to_table
 
     snap = fx.snapshot()
     snap.regions[0].backend = "ovn"
-    snap.regions[0].ports = [p for p in snap.regions[0].ports or [] if p["device_owner"] != "compute:shadow"]
+    snap.regions[0].ports = [p for p in snap.regions[0].ports or [] if p["device_owner"] != SHADOW_OWNER]
     text = to_table(model.build(snap))
     assert "| Backend" in text and "| ovn " in text
     assert "remote: tour-regiontwo" in text

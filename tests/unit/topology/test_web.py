@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 import webob
 
+from isthmus.network import SHADOW_OWNER
 from isthmus.topology import model, web
 from tests.unit.topology import fixtures as fx
 
@@ -73,7 +74,7 @@ def test_unhealthy_region_drift_and_failed_jobs_are_visible() -> None:
 
 def test_missing_shadow_shown() -> None:
     snap = fx.snapshot()
-    snap.regions[1].ports = [p for p in snap.regions[1].ports or [] if p["device_owner"] != "compute:shadow"]
+    snap.regions[1].ports = [p for p in snap.regions[1].ports or [] if p["device_owner"] != SHADOW_OWNER]
     assert 'data-kind="missing-shadow"' in get(app_for(snap), "/fragment").text
 
 

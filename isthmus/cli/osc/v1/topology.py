@@ -14,7 +14,7 @@ from typing import Any
 from osc_lib import exceptions
 from osc_lib.command import command
 
-from isthmus.topology import collect, model, render
+from isthmus.topology import collect, formats, model
 
 
 class ShowTopology(command.Command):
@@ -24,7 +24,7 @@ class ShowTopology(command.Command):
     def get_parser(self, prog_name: str) -> Any:
         parser = super().get_parser(prog_name)
         parser.add_argument("--network", metavar="<network>", help="Only this central network (name or ID)")
-        parser.add_argument("-f", "--format", dest="topology_format", choices=render.FORMATS, default="table",
+        parser.add_argument("-f", "--format", dest="topology_format", choices=formats.FORMATS, default="table",
                             help="Output format (default: table; dot is Graphviz)")
         parser.add_argument("--raw", action="store_true",
                             help="json/yaml: include the API answers behind every item")
@@ -45,5 +45,5 @@ class ShowTopology(command.Command):
             except LookupError as err:
                 raise exceptions.CommandError(str(err)) from err
         out = getattr(self.app, "stdout", None) or sys.stdout
-        out.write(render.render(topology, parsed_args.topology_format, raw=parsed_args.raw))
+        out.write(formats.render(topology, parsed_args.topology_format, raw=parsed_args.raw))
         return 0

@@ -1,12 +1,12 @@
-"""Write oslo.config INI files from nested dicts (rendering: isthmus.render.ini)."""
+"""Write oslo.config INI files from nested dicts (rendering: isthmus.configs.ini)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from isthmus.render import ini as _render
-from isthmus.render.ini import Sections, ServiceUser, render
+from isthmus.configs import ini as _render
+from isthmus.configs.ini import Sections, ServiceUser, render
 
 __all__ = ["Sections", "ServiceUser", "render", "write", "keystone_authtoken", "service_client"]
 

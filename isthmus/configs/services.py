@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isthmus.render.ini import ServiceUser, database, keystone_authtoken, service_client
+from isthmus.configs.ini import ServiceUser, database, keystone_authtoken, service_client
 
 Sections = dict[str, dict[str, Any]]
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from isthmus.operator import install, model, objects
+from isthmus.operator.kube_client import secret_text
 
 Obj = dict[str, Any]
 
@@ -30,7 +31,7 @@ def render_cloud(mrc: Obj, documents: list[Obj]) -> list[Obj]:
     if errors:
         raise ValueError(f"MultiRegionCloud {mrc['metadata'].get('name')}: " + "; ".join(errors))
     found = _find_secret(documents, spec["secret"])
-    creds = (objects.Credentials.from_secret_data(objects.decode_secret(found)) if found
+    creds = (objects.Credentials.from_secret_data(secret_text(found)) if found
              else objects.PLACEHOLDER_CREDENTIALS)
     children = objects.cloud_children(mrc)
     by_kind: dict[str, list[Obj]] = {}
@@ -56,7 +57,7 @@ def render_cloud(mrc: Obj, documents: list[Obj]) -> list[Obj]:
     for ccm in by_kind.get("CloudControllerConfig", []):
         ref = ccm["spec"].get("credentialsSecretRef") or {}
         cred_secret = _find_secret(documents, ref.get("name", ""))
-        data = objects.decode_secret(cred_secret) if cred_secret else {}
+        data = secret_text(cred_secret) if cred_secret else {}
         id_key = ref.get("idKey", "application-credential-id")
         secret_key = ref.get("secretKey", "application-credential-secret")
         credential = (data.get(id_key, f"$({id_key})"), data.get(secret_key, f"$({secret_key})"))

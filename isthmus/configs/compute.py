@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from isthmus.render.ini import ServiceUser, database, keystone_authtoken, password_auth, service_client
+from isthmus.configs.ini import ServiceUser, database, keystone_authtoken, password_auth, service_client
 
 Sections = dict[str, dict[str, Any]]
 

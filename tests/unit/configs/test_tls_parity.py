@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from isthmus.configs import ini
+from isthmus.configs.services import admin_api_conf, gateway_conf
 from isthmus.operator import objects
-from isthmus.render import ini
-from isthmus.render.services import admin_api_conf, gateway_conf
 from isthmus.sandbox import admin_api, gateway
 from isthmus.sandbox.layout import Layout
 from tests.unit.operator.conftest import make_cloud

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isthmus.render.ini import ServiceUser, database, keystone_authtoken, render, service_client
+from isthmus.configs.ini import ServiceUser, database, keystone_authtoken, render, service_client
 
 CENTRAL = "central"  # the Isthmus central plugin: global networks, ports, IPAM
 LOCAL = "local"  # the Isthmus local plugin: one region, materialises central's objects

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from isthmus.ccm.config import parse_config
-from isthmus.render import cloudconf, compute, ini, neutron, services
-from isthmus.render.ini import ServiceUser
+from isthmus.configs import cloudconf, compute, ini, neutron, services
+from isthmus.configs.ini import ServiceUser
 
 USER = ServiceUser("http://keystone-internal:5000/v3", "neutron", "pw", "RegionOne",
                    public_auth_url="https://keystone.example.com/v3")

@@ -1,9 +1,9 @@
-"""The sandbox writes, through isthmus.render, byte for byte the files it wrote
+"""The sandbox writes, through isthmus.configs, byte for byte the files it wrote
 before the renderer existed (sandbox_configs.golden was captured from the
 pre-refactor code, commit 5682f34, with machine-specific paths replaced; regenerated
 with render_all() when a sandbox file changes on purpose: since then, [metrics] and [gateway_sync] in xjob.conf,
 gateway.conf's placement_policy, and
-nova.conf/cinder.conf were added when they moved to isthmus.render.compute, and Keystone's
+nova.conf/cinder.conf were added when they moved to isthmus.configs.compute, and Keystone's
 in-process [cache] for the sandbox's single worker)."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_sandbox_files_are_unchanged_by_the_shared_renderer(tmp_path: Path) -> N
 
 
 def test_central_region_gets_the_isthmus_l3_plugin_unless_plain(tmp_path: Path) -> None:
-    from isthmus.render.neutron import neutron_conf
+    from isthmus.configs.neutron import neutron_conf
 
     layout = Layout(state_dir=tmp_path)
     assert neutron_conf(neutron.values(layout, CENTRAL_REGION))["DEFAULT"]["service_plugins"] == "isthmus_central_l3"
