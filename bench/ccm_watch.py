@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
+from isthmus.ccm.controllers.informer import Backoff, Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.controllers.lifecycle import LifecycleController
-from isthmus.ccm.controllers.node import Backoff, NodeController
+from isthmus.ccm.controllers.node import NodeController
 from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.errors import InstanceNotFound
 from isthmus.ccm.instances import InstanceMetadata, NodeRef

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -69,6 +70,24 @@ def deployed_version(obj: Obj, spec: Obj, conds: list[Condition], extra: dict[st
         extra["deployedVersion"] = spec["version"]
     elif (obj.get("status") or {}).get("deployedVersion"):
         extra["deployedVersion"] = obj["status"]["deployedVersion"]
+
+
+@asynccontextmanager
+async def reporting(kube: Kube, obj: Obj, conds: list[Condition], extra: dict[str, Any],
+                    spec: Obj | None = None) -> AsyncIterator[None]:
+    """One reconcile's status, written whatever happens inside: ``Stop`` ends the work
+    early (what was found so far is the status), an object owned by someone else is a
+    condition. With ``spec``, ``status.deployedVersion`` follows the conditions."""
+    try:
+        yield
+    except Stop:
+        pass
+    except apply.NotOwned as exc:
+        conds.append(not_owned(exc))
+    finally:
+        if spec is not None:
+            deployed_version(obj, spec, conds, extra)
+        await write_status(kube, obj, conds, extra)
 
 
 def ns(obj: Obj) -> str:
@@ -308,7 +327,7 @@ async def reconcile_identity(kube: Kube, ids: Obj) -> float | None:
     urls = objects.identity_endpoints({**ids, "spec": spec})
     extra: dict[str, Any] = {"region": spec["regionName"]}
     requeue: float | None = None
-    try:
+    async with reporting(kube, ids, conds, extra, spec):
         if spec.get("external"):
             conds.append(cond.true("InputReady", message="external Keystone"))
             extra["apiEndpoints"] = {"public": urls.public, "internal": urls.internal}
@@ -342,13 +361,6 @@ async def reconcile_identity(kube: Kube, ids: Obj) -> float | None:
         extra["readyReplicas"] = (dep.get("status") or {}).get("readyReplicas") or 0
         if conds[-1].status == cond.TRUE:
             extra["apiEndpoints"] = {"public": urls.public, "internal": urls.internal}
-    except Stop:
-        pass
-    except apply.NotOwned as exc:
-        conds.append(not_owned(exc))
-    finally:
-        deployed_version(ids, spec, conds, extra)
-        await write_status(kube, ids, conds, extra)
     return requeue
 
 
@@ -474,7 +486,7 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
     urls = objects.region_endpoints(region)
     extra: dict[str, Any] = {"endpoints": {t: e.public for t, e in urls.items()}}
     cross = spec["neutron"]["crossRegion"]["enabled"] and bool(spec.get("centralNetworkRef"))
-    try:
+    async with reporting(kube, region, conds, extra, spec):
         creds = await credentials(kube, region, spec, conds)
         await tls_input(kube, region, spec, conds)
         if cross:
@@ -530,13 +542,6 @@ async def reconcile_region(kube: Kube, region: Obj) -> None:
             else:
                 conds.append(cond.false("CentralRegistrationReady", "Waiting",
                                         f"waiting for CentralNetwork {spec['centralNetworkRef']} to register it"))
-    except Stop:
-        pass
-    except apply.NotOwned as exc:
-        conds.append(not_owned(exc))
-    finally:
-        deployed_version(region, spec, conds, extra)
-        await write_status(kube, region, conds, extra)
 
 
 async def existing_control_plane(kube: Kube, region: Obj, existing: Obj, creds: objects.Credentials,
@@ -656,7 +661,7 @@ async def reconcile_central(kube: Kube, cnet: Obj) -> None:
     status = cnet.get("status") or {}
     extra: dict[str, Any] = {"endpoint": neutron_urls.public, "adminAPIEndpoint": admin_url}
     n = name(cnet)
-    try:
+    async with reporting(kube, cnet, conds, extra, spec):
         creds = await credentials(kube, cnet, spec, conds)
         await tls_input(kube, cnet, spec, conds)
         keystone = await keystone_for(kube, cnet, spec, conds)
@@ -688,13 +693,6 @@ async def reconcile_central(kube: Kube, cnet: Obj) -> None:
         else:
             registered = [r for key, r in sorted(previous.items()) if key in current]
         extra["registeredRegions"] = registered
-    except Stop:
-        pass
-    except apply.NotOwned as exc:
-        conds.append(not_owned(exc))
-    finally:
-        deployed_version(cnet, spec, conds, extra)
-        await write_status(kube, cnet, conds, extra)
 
 
 # --- APIGateway ------------------------------------------------------------------------------------------------------
@@ -703,7 +701,7 @@ async def reconcile_gateway(kube: Kube, gw: Obj) -> None:
     spec = model.defaulted_spec("APIGateway", gw.get("spec"))
     conds: list[Condition] = []
     extra: dict[str, Any] = {"endpoint": objects.gateway_endpoints(gw).public}
-    try:
+    async with reporting(kube, gw, conds, extra, spec):
         creds = await credentials(kube, gw, spec, conds)
         await tls_input(kube, gw, spec, conds)
         keystone = await keystone_for(kube, gw, spec, conds)
@@ -734,13 +732,6 @@ async def reconcile_gateway(kube: Kube, gw: Obj) -> None:
         extra["backends"] = [{"region": b.region, "novaURL": b.nova_url, "cinderURL": b.cinder_url, "az": b.az}
                              for b in backends]
         extra["configHash"] = dep["spec"]["template"]["metadata"]["annotations"][objects.CONFIG_HASH]
-    except Stop:
-        pass
-    except apply.NotOwned as exc:
-        conds.append(not_owned(exc))
-    finally:
-        deployed_version(gw, spec, conds, extra)
-        await write_status(kube, gw, conds, extra)
 
 
 # --- CloudControllerConfig -------------------------------------------------------------------------------------------
@@ -749,7 +740,7 @@ async def reconcile_ccm(kube: Kube, ccm: Obj) -> None:
     spec = model.defaulted_spec("CloudControllerConfig", ccm.get("spec"))
     conds: list[Condition] = []
     extra: dict[str, Any] = {}
-    try:
+    async with reporting(kube, ccm, conds, extra):
         ref = spec.get("credentialsSecretRef") or {}
         found = await kube.get("Secret", ns(ccm), ref.get("name", "")) if ref.get("name") else None
         data = secret_text(found) if found else {}
@@ -779,12 +770,6 @@ async def reconcile_ccm(kube: Kube, ccm: Obj) -> None:
         conds.append(cond.true("Rendered", message=f"cloud.conf for {len(regions)} regions"))
         extra.update({"renderedSecret": f"{target['namespace']}/{target['secretName']}",
                       "renderedHash": objects.rendered_hash(desired[:1]), "regions": regions})
-    except Stop:
-        pass
-    except apply.NotOwned as exc:
-        conds.append(not_owned(exc))
-    finally:
-        await write_status(kube, ccm, conds, extra)
 
 
 async def delete_ccm(kube: Kube, ccm: Obj) -> bool:
@@ -805,7 +790,7 @@ async def reconcile_registration(kube: Kube, reg: Obj) -> None:
     spec = reg["spec"]
     conds: list[Condition] = []
     extra: dict[str, Any] = {}
-    try:
+    async with reporting(kube, reg, conds, extra):
         ids = await kube.get("IdentityService", ns(reg), spec["keystoneRef"])
         if ids is None or not cond.child_ready(ids):
             conds.append(cond.false("IdentityReady", "Waiting", f"Waiting for IdentityService {spec['keystoneRef']}"))
@@ -818,12 +803,6 @@ async def reconcile_registration(kube: Kube, reg: Obj) -> None:
         conds.append(job_condition("Registered", job, f"{spec['serviceType']} endpoints in {spec['region']}"))
         if job_state(job) == "done":
             extra["registered"] = dict(spec["endpoints"])
-    except Stop:
-        pass
-    except apply.NotOwned as exc:
-        conds.append(not_owned(exc))
-    finally:
-        await write_status(kube, reg, conds, extra)
 
 
 async def delete_registration(kube: Kube, reg: Obj) -> bool:

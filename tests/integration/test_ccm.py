@@ -394,8 +394,9 @@ def _restart_nova_api(state_dir: Path, region: str) -> None:
 @pytest.mark.exclusive
 async def test_region_two_nova_down_deletes_nothing_and_names_the_region(
         kmock: Any, world: World, caplog: pytest.LogCaptureFixture) -> None:
+    from isthmus.ccm.controllers.informer import Backoff
     from isthmus.ccm.controllers.lifecycle import LifecycleController
-    from isthmus.ccm.controllers.node import Backoff, NodeController
+    from isthmus.ccm.controllers.node import NodeController
     from isthmus.ccm.errors import RegionError
     from isthmus.ccm.instances import NodeRef
     from isthmus.sandbox import process

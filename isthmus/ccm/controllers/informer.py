@@ -34,10 +34,31 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from isthmus.ccm.controllers.node import Backoff
 from isthmus.ccm.controllers.node_api import NodeView, WatchEvent
 
 LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class Backoff:
+    """Per-key exponential backoff: 5 ms doubling to 1000 s, as client-go's default."""
+
+    base: float = 0.005
+    cap: float = 1000.0
+    clock: Callable[[], float] = time.monotonic
+    _next: dict[str, tuple[float, float]] = field(default_factory=dict)  # key -> (due, delay)
+
+    def due(self, key: str) -> bool:
+        entry = self._next.get(key)
+        return entry is None or self.clock() >= entry[0]
+
+    def failed(self, key: str) -> float:
+        delay = min(self.cap, self._next.get(key, (0.0, self.base / 2))[1] * 2)
+        self._next[key] = (self.clock() + delay, delay)
+        return delay
+
+    def succeeded(self, key: str) -> None:
+        self._next.pop(key, None)
 
 
 class View(Protocol):

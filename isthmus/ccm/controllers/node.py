@@ -12,12 +12,12 @@ addresses are re-synced, periodically.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.ccm.controllers.events import LOOKUP_FAILED, NORMAL, SYNCED, WARNING, EventSink, NoEvents
+from isthmus.ccm.controllers.informer import Backoff
 from isthmus.ccm.controllers.node_api import (
     ANNOTATION_PROVIDED_NODE_IP,
     BETA_LABELS,
@@ -87,28 +87,6 @@ def beta_to_ga_patch(node: NodeView) -> dict[str, Any] | None:
     labels = {ga: node.labels[beta] for ga, beta in BETA_LABELS.items()
               if beta in node.labels and node.labels.get(ga) != node.labels[beta]}
     return {"metadata": {"labels": labels}} if labels else None
-
-
-@dataclass
-class Backoff:
-    """Per-key exponential backoff: 5 ms doubling to 1000 s, as client-go's default."""
-
-    base: float = 0.005
-    cap: float = 1000.0
-    clock: Callable[[], float] = time.monotonic
-    _next: dict[str, tuple[float, float]] = field(default_factory=dict)  # key -> (due, delay)
-
-    def due(self, key: str) -> bool:
-        entry = self._next.get(key)
-        return entry is None or self.clock() >= entry[0]
-
-    def failed(self, key: str) -> float:
-        delay = min(self.cap, self._next.get(key, (0.0, self.base / 2))[1] * 2)
-        self._next[key] = (self.clock() + delay, delay)
-        return delay
-
-    def succeeded(self, key: str) -> None:
-        self._next.pop(key, None)
 
 
 @dataclass

@@ -46,8 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm.controllers.informer import Cache, Informer, NodeCache, WatchSettings, WorkQueue
-from isthmus.ccm.controllers.node import Backoff
+from isthmus.ccm.controllers.informer import Backoff, Cache, Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.controllers.node_api import WatchEvent, watch_events
 from isthmus.ccm.errors import RegionError
 from isthmus.ccm.gcfg import parse_bool

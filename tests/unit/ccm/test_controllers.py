@@ -18,9 +18,9 @@ import pytest
 from kubernetes import client
 
 from isthmus.ccm.config import NetworkingOptions
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
+from isthmus.ccm.controllers.informer import Backoff, Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.controllers.lifecycle import LifecycleController
-from isthmus.ccm.controllers.node import Backoff, NodeController, apply_provided_node_ips
+from isthmus.ccm.controllers.node import NodeController, apply_provided_node_ips
 from isthmus.ccm.controllers.node_api import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import NodeAddress, Server, ServerAddress

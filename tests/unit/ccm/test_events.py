@@ -9,8 +9,9 @@ import kmock
 import pytest
 
 from isthmus.ccm.controllers.events import COMPONENT, NodeEvents
+from isthmus.ccm.controllers.informer import Backoff
 from isthmus.ccm.controllers.lifecycle import LifecycleController
-from isthmus.ccm.controllers.node import Backoff, NodeController
+from isthmus.ccm.controllers.node import NodeController
 from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import Server

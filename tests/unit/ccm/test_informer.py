@@ -18,9 +18,16 @@ import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
+from isthmus.ccm.controllers.informer import (
+    Backoff,
+    Informer,
+    NodeCache,
+    WatchSettings,
+    WorkQueue,
+    classify_watch_error,
+)
 from isthmus.ccm.controllers.lifecycle import LifecycleController
-from isthmus.ccm.controllers.node import Backoff, NodeController
+from isthmus.ccm.controllers.node import NodeController
 from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI, NodeView, WatchEvent
 from isthmus.ccm.instances import Instances
 from isthmus.ccm.model import Server, ServerAddress
