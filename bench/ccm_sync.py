@@ -177,9 +177,9 @@ def cloud_conf(state_dir: Path, regions: tuple[str, ...]) -> str:
 
 def make_instances(state_dir: Path, regions: tuple[str, ...], regional: bool = True) -> tuple[Any, CallCounter]:
     """What isthmus-ccm builds at startup, with the counter on its one session."""
-    from isthmus.ccm.clients import OpenStackClients
     from isthmus.ccm.config import parse_config
-    from isthmus.ccm.instances import Instances
+    from isthmus.ccm.openstack.clients import OpenStackClients
+    from isthmus.ccm.openstack.instances import Instances
 
     config = parse_config(cloud_conf(state_dir, regions), "bench.conf")
     clients = OpenStackClients.from_config(config)
@@ -200,7 +200,7 @@ class Case:
 
 
 def per_node_cases() -> list[Case]:
-    from isthmus.ccm.instances import NodeRef
+    from isthmus.ccm.openstack.instances import NodeRef
 
     def pid(region: str, form: str, label: str = "") -> Callable[..., Any]:
         def make(ids: dict[str, list[str]], names: dict[str, list[str]], i: int) -> Any:
@@ -346,8 +346,8 @@ def start_fleet(state_dir: Path, ids: dict[str, list[str]], nodes: int, mode: Mo
 
     from isthmus.ccm.controllers.lifecycle import LifecycleController
     from isthmus.ccm.controllers.node import NodeController
-    from isthmus.ccm.controllers.node_api import NodeAPI
-    from isthmus.ccm.instances import NodeRef
+    from isthmus.ccm.kube.nodes import NodeAPI
+    from isthmus.ccm.openstack.instances import NodeRef
 
     instances, counter = make_instances(state_dir, mode.regions)
     for region in mode.regions:  # auth + version discovery outside the timings

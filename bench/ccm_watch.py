@@ -48,13 +48,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from isthmus.ccm.controllers.informer import Backoff, Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
-from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI
 from isthmus.ccm.errors import InstanceNotFound
-from isthmus.ccm.instances import InstanceMetadata, NodeRef
-from isthmus.ccm.model import NodeAddress
+from isthmus.ccm.kube.informer import Backoff, Informer, NodeCache, WatchSettings, WorkQueue
+from isthmus.ccm.kube.nodes import TAINT_UNINITIALIZED, NodeAPI
+from isthmus.ccm.openstack.instances import InstanceMetadata, NodeRef
+from isthmus.ccm.openstack.model import NodeAddress
 from isthmus.ccm.service import Manager, Periods
 
 UNINIT = {"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}

@@ -33,7 +33,7 @@ from typing import Any
 from isthmus.ccm import gcfg
 from isthmus.ccm.errors import CCMError
 from isthmus.ccm.gcfg import parse_bool
-from isthmus.ccm.loadbalancer.options import LoadBalancerConfig, set_option
+from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig, set_option
 from isthmus.kube.durations import parse_duration
 
 LOG = logging.getLogger(__name__)

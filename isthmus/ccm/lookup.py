@@ -6,11 +6,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from isthmus.ccm.config import CloudConfig, load_config
-from isthmus.ccm.instances import Instances, NodeRef, RegionClients
+from isthmus.ccm.openstack.instances import Instances, NodeRef, RegionClients
 
 
 def _openstack_clients(config: CloudConfig) -> RegionClients:
-    from isthmus.ccm.clients import OpenStackClients
+    from isthmus.ccm.openstack.clients import OpenStackClients
 
     return OpenStackClients.from_config(config)
 

@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
-from isthmus.ccm.controllers.node_api import NodeAPI, NodeView
+from isthmus.ccm.kube.informer import Informer, NodeCache, WatchSettings, WorkQueue
+from isthmus.ccm.kube.nodes import NodeAPI, NodeView
 from isthmus.kube.leader import LeaseElector
 
 LOG = logging.getLogger("isthmus.ccm")
@@ -253,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delete-nodes-without-provider-id", action="store_true",
                    help="let the lifecycle controller delete NotReady nodes found by no name (upstream behaviour)")
     p.add_argument("-v", "--verbose", action="store_true")
-    from isthmus.ccm.loadbalancer.controller import add_arguments  # LoadBalancer Services
+    from isthmus.ccm.controllers.service import add_arguments  # LoadBalancer Services
 
     add_arguments(p)
     return p
@@ -265,12 +265,12 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from kubernetes import client
 
-    from isthmus.ccm.clients import OpenStackClients
     from isthmus.ccm.config import load_config
-    from isthmus.ccm.controllers.events import NodeEvents
     from isthmus.ccm.errors import CCMError
     from isthmus.ccm.health import Health, HealthServer, Metrics
-    from isthmus.ccm.instances import Instances
+    from isthmus.ccm.kube.events import NodeEvents
+    from isthmus.ccm.openstack.clients import OpenStackClients
+    from isthmus.ccm.openstack.instances import Instances
 
     metrics = Metrics()
     try:
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     LOG.info("serving regions %s (default %s) as %s", ",".join(config.regions), config.default_region, args.identity)
-    from isthmus.ccm.loadbalancer.controller import start_service_controller  # LoadBalancer Services
+    from isthmus.ccm.controllers.service import start_service_controller  # LoadBalancer Services
 
     # Before the Node informer runs: the service controller subscribes to its changes and reads its cache.
     started = start_service_controller(args, config, clients.session, core, elector.is_leader, stop,

@@ -19,6 +19,8 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -38,7 +40,15 @@ KIND_BY_PLURAL = {plural: kind for kind, (plural, _, _) in KINDS.items()}
 
 
 class WorkQueue:
-    """At most one reconcile per key at a time; a key queued twice runs once."""
+    """At most one reconcile per key at a time; a key queued twice runs once.
+
+    Why a queue of our own and not kopf's per-resource handlers: a reconcile is
+    woken by events of *other* objects (a child's conditions, a Deployment's
+    rollout, a Secret it reads), which kopf would deliver to handlers of those
+    objects, each free to run beside the parent's own handler. Funnelling every
+    wake-up into one key per resource gives one reconcile at a time per resource
+    whatever woke it, collapses a burst (a rollout's dozen Pod events) into one
+    run, and lets the fan-out to related resources cost no API call."""
 
     def __init__(self, kube: Kube, workers: int = 4) -> None:
         self.kube = kube
@@ -113,16 +123,35 @@ class WorkQueue:
         await self.kube.close()
 
 
-# The one queue of this process (kopf runs one operator per process).
-STATE: dict[str, Any] = {}
+@dataclass
+class OperatorState:
+    """What the handlers of one operator share: the work queue (on login), the
+    leadership, and the index of Isthmus resources the watch events feed. It lives
+    in kopf's operator memo (``memo.state``); every resource's memo is a shallow
+    copy of that memo, so every handler sees this one object. Tests embedding the
+    operator pass their own (``kopf.operator(memo=kopf.Memo(state=...))``)."""
+
+    kube_factory: Callable[[kopf.ConnectionInfo], Kube] = Kube.from_connection_info
+    queue: WorkQueue | None = None
+    leadership: Leadership | None = None
+    known: dict[Key, tuple[str | None, Any, str]] = field(default_factory=dict)
+
+    def work(self) -> WorkQueue:
+        if self.queue is None:
+            raise kopf.TemporaryError("the operator has not logged in yet", delay=1)
+        return self.queue
 
 
-def queue() -> WorkQueue:
-    return STATE["queue"]
+def state_of(memo: Any) -> OperatorState:
+    """The operator's state in ``memo`` (made on first use: the startup handler)."""
+    if "state" not in memo:
+        memo["state"] = OperatorState()
+    state: OperatorState = memo["state"]
+    return state
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # Keep kopf's bookkeeping in annotations: statuses hold only our schema's fields
     # (a structural schema would prune kopf's status.kopf anyway).
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -132,14 +161,15 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = int(os.environ.get("ISTHMUS_OPERATOR_WATCH_TIMEOUT", "300"))
     # Several replicas: only the Lease holder goes past this point (kopf starts no watch
     # before its startup handlers are done); see isthmus.operator.leader.
+    state = state_of(memo)
     leadership = Leadership.from_env()
     if leadership is not None:
-        STATE["leadership"] = leadership
+        state.leadership = leadership
         await leadership.acquire()
 
 
 @kopf.on.login()
-async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+async def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """kopf's own login (in-cluster service account or kubeconfig), or ISTHMUS_OPERATOR_SERVER
     (the kmock emulator in tests); the reconcilers' client uses the same credentials."""
     server = os.environ.get("ISTHMUS_OPERATOR_SERVER")
@@ -148,23 +178,19 @@ async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         info = kopf.ConnectionInfo(server=server)
     else:
         info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
-    stale = STATE.get("queue")
-    if info is not None and stale is not None and stale.kube.server != info.server.rstrip("/"):
-        await STATE.pop("queue").stop()  # a previous run in this process (tests) talked to another server
-        STATE.pop("known", None)
-    if info is not None and "queue" not in STATE:
-        # Tests swap in a client that also plays the API server's uid/generation bookkeeping.
-        factory = STATE.get("kube_factory", Kube.from_connection_info)
-        STATE["queue"] = WorkQueue(factory(info))
+    state = state_of(memo)
+    if info is not None and state.queue is None:
+        state.queue = WorkQueue(state.kube_factory(info))
     return info
 
 
 @kopf.on.cleanup()
-async def shutdown(**_: Any) -> None:
-    work = STATE.pop("queue", None)
+async def shutdown(memo: kopf.Memo, **_: Any) -> None:
+    state = state_of(memo)
+    work, state.queue = state.queue, None
     if work is not None:
         await work.stop()
-    leadership = STATE.pop("leadership", None)
+    leadership, state.leadership = state.leadership, None
     if leadership is not None:
         await leadership.release()  # the standby takes over now, not after the lease runs out
 
@@ -182,11 +208,11 @@ def signature(body: Any) -> str:
     return json.dumps([states, status.get("registeredRegions"), status.get("observedGeneration")], sort_keys=True)
 
 
-def remember(kind: str, namespace: str, name: str, body: Any, gone: bool = False) -> tuple[Any, Any] | None:
+def remember(known: dict[Key, tuple[str | None, Any, str]], kind: str, namespace: str, name: str, body: Any,
+             gone: bool = False) -> tuple[Any, Any] | None:
     """The in-memory index of Isthmus resources (kind, namespace, name) -> (cloud, generation,
     signature), fed by the watch events themselves, so fanning out costs no API call.
     Returns the previous (generation, signature), None for a new resource."""
-    known: dict[Key, tuple[str | None, Any, str]] = STATE.setdefault("known", {})
     previous = known.pop((kind, namespace, name), None)
     if not gone:
         cloud = cloud_of(body) or (name if kind == "MultiRegionCloud" else None)
@@ -194,21 +220,21 @@ def remember(kind: str, namespace: str, name: str, body: Any, gone: bool = False
     return None if previous is None else previous[1:]
 
 
-def same_cloud(namespace: str, cloud: str | None, kinds: tuple[str, ...] | None = None) -> list[Key]:
+def same_cloud(known: dict[Key, tuple[str | None, Any, str]], namespace: str, cloud: str | None,
+               kinds: tuple[str, ...] | None = None) -> list[Key]:
     if not cloud:
         return []
-    known: dict[Key, tuple[str | None, Any, str]] = STATE.get("known", {})
     return [key for key, (owner, _, _) in known.items()
             if owner == cloud and key[1] == namespace and (kinds is None or key[0] in kinds)]
 
 
-async def enqueue_related(kind: str, namespace: str, name: str, body: Any) -> None:
+async def enqueue_related(state: OperatorState, kind: str, namespace: str, name: str, body: Any) -> None:
     """Level-triggered but frugal: a new resource or a new generation is reconciled; a change
     of its conditions' states wakes its owner (mirroring) and the resources of the same cloud
     that read it (Keystone ready, regions registered); other events (our own status writes,
     kopf's annotations) wake nobody. The timer catches anything missed."""
-    work = queue()
-    previous = remember(kind, namespace, name, body)
+    work = state.work()
+    previous = remember(state.known, kind, namespace, name, body)
     generation, sig = body.get("metadata", {}).get("generation"), signature(body)
     if previous is None or previous[0] != generation:
         work.add((kind, namespace, name))
@@ -217,17 +243,17 @@ async def enqueue_related(kind: str, namespace: str, name: str, body: Any) -> No
             if ref.get("kind") in KINDS:
                 work.add((ref["kind"], namespace, ref["name"]))
         if kind != "MultiRegionCloud":
-            for key in same_cloud(namespace, cloud_of(body)):
+            for key in same_cloud(state.known, namespace, cloud_of(body)):
                 readers = key[0] not in ("MultiRegionCloud", "EndpointRegistration")
                 if readers or (key[0] == "EndpointRegistration" and kind == "IdentityService"):
                     work.add(key)
 
 
-async def enqueue_referrers(namespace: str, name: str, fields: tuple[str, ...]) -> None:
+async def enqueue_referrers(state: OperatorState, namespace: str, name: str, fields: tuple[str, ...]) -> None:
     """Isthmus resources whose spec names ``name`` in one of ``fields`` (a Secret, a NAD)."""
-    work = queue()
+    work = state.work()
     for kind in KINDS:
-        if not any(key[0] == kind and key[1] == namespace for key in STATE.get("known", {})):
+        if not any(key[0] == kind and key[1] == namespace for key in state.known):
             continue
         for item in await work.kube.list(kind, namespace):
             spec = item.get("spec") or {}
@@ -242,39 +268,42 @@ async def enqueue_referrers(namespace: str, name: str, fields: tuple[str, ...]) 
 
 def _register_isthmus_kinds() -> None:
     for kind, (plural, _, _) in KINDS.items():
-        async def on_event(event: Any, body: Any, namespace: str | None, name: str, _kind: str = kind,
-                           **_: Any) -> None:
+        async def on_event(event: Any, body: Any, namespace: str | None, name: str, memo: kopf.Memo,
+                           _kind: str = kind, **_: Any) -> None:
             assert namespace is not None  # kopf passes None for cluster-scoped kinds only
+            state = state_of(memo)
             if event.get("type") == "DELETED":
                 # A removed child: its parent recreates it or drops it from the status.
-                remember(_kind, namespace, name, body, gone=True)
-                await enqueue_owner_and_cloud(_kind, namespace, name, body)
+                remember(state.known, _kind, namespace, name, body, gone=True)
+                await enqueue_owner_and_cloud(state, _kind, namespace, name, body)
             else:
-                await enqueue_related(_kind, namespace, name, body)
+                await enqueue_related(state, _kind, namespace, name, body)
 
         kopf.on.event(GROUP, VERSION, plural, id=f"event-{plural}")(on_event)
 
-        async def tick(namespace: str | None, name: str, _kind: str = kind, **_: Any) -> None:
+        async def tick(namespace: str | None, name: str, memo: kopf.Memo, _kind: str = kind, **_: Any) -> None:
             assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-            if "queue" in STATE:  # not while shutting down
-                queue().add((_kind, namespace, name))
+            work = state_of(memo).queue
+            if work is not None:  # not while shutting down
+                work.add((_kind, namespace, name))
 
         kopf.timer(GROUP, VERSION, plural, interval=RESYNC_SECONDS, idle=min(10.0, RESYNC_SECONDS),
                    id=f"resync-{plural}")(tick)
 
         if kind in controllers.DELETERS:
-            async def on_delete(body: Any, _kind: str = kind, **_: Any) -> None:
+            async def on_delete(body: Any, memo: kopf.Memo, _kind: str = kind, **_: Any) -> None:
+                state = state_of(memo)
                 obj = {**dict(body), "kind": _kind}
-                if not await controllers.DELETERS[_kind](queue().kube, obj):
+                if not await controllers.DELETERS[_kind](state.work().kube, obj):
                     raise kopf.TemporaryError("waiting for cleanup to finish", delay=CLEANUP_RETRY_SECONDS)
-                await enqueue_owner_and_cloud(_kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
-                                              obj)
+                await enqueue_owner_and_cloud(state, _kind, obj["metadata"].get("namespace", ""),
+                                              obj["metadata"]["name"], obj)
 
             kopf.on.delete(GROUP, VERSION, plural, id=f"cleanup-{plural}")(on_delete)
 
 
-async def enqueue_owner_and_cloud(kind: str, namespace: str, name: str, body: Any) -> None:
-    work = queue()
+async def enqueue_owner_and_cloud(state: OperatorState, kind: str, namespace: str, name: str, body: Any) -> None:
+    work = state.work()
     owners = [ref for ref in body.get("metadata", {}).get("ownerReferences") or [] if ref.get("kind") in KINDS]
     for ref in owners:
         work.add((ref["kind"], namespace, ref["name"]))
@@ -283,35 +312,36 @@ async def enqueue_owner_and_cloud(kind: str, namespace: str, name: str, body: An
         # Pods belong to a ReplicaSet, not to us; their instance label names our resource.
         for other in KINDS:
             work.add((other, namespace, instance))
-    for key in same_cloud(namespace, cloud_of(body), ("CentralNetwork", "APIGateway", "CloudControllerConfig")):
+    for key in same_cloud(state.known, namespace, cloud_of(body), ("CentralNetwork", "APIGateway",
+                                                                  "CloudControllerConfig")):
         work.add(key)
 
 
 def _register_managed_kinds() -> None:
     for group, version, plural in (("", "v1", "secrets"), ("", "v1", "configmaps"), ("", "v1", "services"),
                                    ("apps", "v1", "deployments"), ("batch", "v1", "jobs"), ("", "v1", "pods")):
-        async def on_managed(body: Any, namespace: str | None, name: str, **_: Any) -> None:
+        async def on_managed(body: Any, namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
             assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-            await enqueue_owner_and_cloud("", namespace, name, body)
+            await enqueue_owner_and_cloud(state_of(memo), "", namespace, name, body)
 
         kopf.on.event(group, version, plural, labels=MANAGED, id=f"managed-{plural}")(on_managed)
 
-    async def on_secret(body: Any, namespace: str | None, name: str, **_: Any) -> None:
+    async def on_secret(body: Any, namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
         assert namespace is not None  # kopf passes None for cluster-scoped kinds only
         if (body.get("metadata", {}).get("labels") or {}).get("app.kubernetes.io/managed-by") != MANAGED_BY:
-            await enqueue_referrers(namespace, name, ("secret",))
+            await enqueue_referrers(state_of(memo), namespace, name, ("secret",))
 
     kopf.on.event("", "v1", "secrets", id="input-secrets")(on_secret)
 
-    async def on_nad(namespace: str | None, name: str, **_: Any) -> None:
+    async def on_nad(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
         assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-        await enqueue_referrers(namespace, name, ())
+        await enqueue_referrers(state_of(memo), namespace, name, ())
 
     kopf.on.event("k8s.cni.cncf.io", "v1", "network-attachment-definitions", id="input-nads")(on_nad)
 
-    async def on_control_plane(namespace: str | None, name: str, **_: Any) -> None:
+    async def on_control_plane(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
         assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-        await enqueue_referrers(namespace, name, ())
+        await enqueue_referrers(state_of(memo), namespace, name, ())
 
     kopf.on.event("core.openstack.org", "v1beta1", "openstackcontrolplanes", id="input-controlplanes")(
         on_control_plane)

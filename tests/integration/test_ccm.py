@@ -210,7 +210,7 @@ def world(sandbox: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
 def node_api(kmock: Any) -> Any:
     from kubernetes import client
 
-    from isthmus.ccm.controllers.node_api import NodeAPI
+    from isthmus.ccm.kube.nodes import NodeAPI
 
     return NodeAPI(client.CoreV1Api(api_client(kmock)))
 
@@ -251,16 +251,16 @@ async def in_thread(fn: Callable[[], T]) -> T:
 
 
 def NodeRef_(name: str, provider_id: str = "") -> Any:  # noqa: N802 - the class, imported late
-    from isthmus.ccm.instances import NodeRef
+    from isthmus.ccm.openstack.instances import NodeRef
 
     return NodeRef(name, provider_id)
 
 
 def instances(world: World, regional: bool = True) -> Any:
     """What isthmus-ccm builds at startup, from the real cloud.conf."""
-    from isthmus.ccm.clients import OpenStackClients
     from isthmus.ccm.config import load_config
-    from isthmus.ccm.instances import Instances
+    from isthmus.ccm.openstack.clients import OpenStackClients
+    from isthmus.ccm.openstack.instances import Instances
 
     config = load_config(world.conf)
     return Instances(OpenStackClients.from_config(config), config.regions, config.networking,
@@ -280,7 +280,7 @@ def labels_of(region: str, zone: str, kind: str = "m1.tiny") -> dict[str, str]:
 @pytest.mark.asyncio
 async def test_initialisation_sets_region_zone_type_provider_id_addresses(kmock: Any, world: World) -> None:
     from isthmus.ccm.controllers.node import NodeController
-    from isthmus.ccm.instances import NodeRef
+    from isthmus.ccm.openstack.instances import NodeRef
 
     hostname = {"type": "Hostname", "address": f"{world.name('one')}.cluster.local"}
     put_node(kmock, world.name("one"), taints=[UNINIT], addresses=[hostname])
@@ -394,11 +394,11 @@ def _restart_nova_api(state_dir: Path, region: str) -> None:
 @pytest.mark.exclusive
 async def test_region_two_nova_down_deletes_nothing_and_names_the_region(
         kmock: Any, world: World, caplog: pytest.LogCaptureFixture) -> None:
-    from isthmus.ccm.controllers.informer import Backoff
     from isthmus.ccm.controllers.lifecycle import LifecycleController
     from isthmus.ccm.controllers.node import NodeController
     from isthmus.ccm.errors import RegionError
-    from isthmus.ccm.instances import NodeRef
+    from isthmus.ccm.kube.informer import Backoff
+    from isthmus.ccm.openstack.instances import NodeRef
     from isthmus.sandbox import process
 
     caplog.set_level(logging.WARNING, logger="isthmus.ccm")

@@ -97,10 +97,11 @@ async def in_thread(fn: Callable[[], T]) -> T:
 
 def controller(kmock: Any, world: LBWorld) -> Any:
     """What isthmus-ccm builds at startup, from the real cloud.conf."""
-    from isthmus.ccm.clients import build_session
     from isthmus.ccm.config import load_config
-    from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceController
-    from isthmus.ccm.loadbalancer.octavia import OctaviaClients
+    from isthmus.ccm.controllers.service import ServiceController
+    from isthmus.ccm.kube.services import ServiceAPI
+    from isthmus.ccm.openstack.clients import build_session
+    from isthmus.ccm.openstack.loadbalancer.octavia import OctaviaClients
 
     config = load_config(world.conf)
     octavia = OctaviaClients(build_session(config), config.regions, config.global_.interface)

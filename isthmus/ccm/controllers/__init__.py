@@ -1,5 +1,4 @@
-"""Kubernetes controllers of the CCM: node initialisation, node lifecycle, leader election.
-
-They talk to the API server through the official ``kubernetes`` client only,
-so tests against an emulator exercise the same calls as a real cluster.
-"""
+"""The CCM's controllers: node initialisation (``node``), node lifecycle
+(``lifecycle``) and LoadBalancer Services (``service``), each fed by a work queue
+of the framework in ``isthmus.ccm.kube`` and calling the providers in
+``isthmus.ccm.openstack``."""

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from isthmus.ccm.controllers.events import DELETING_NODE, LOOKUP_FAILED, NORMAL, WARNING, EventSink, NoEvents
-from isthmus.ccm.controllers.node_api import TAINT_SHUTDOWN, CloudInstances, NodeAPI, NodeView, with_precondition
+from isthmus.ccm.kube.events import DELETING_NODE, LOOKUP_FAILED, NORMAL, WARNING, EventSink, NoEvents
+from isthmus.ccm.kube.nodes import TAINT_SHUTDOWN, CloudInstances, NodeAPI, NodeView, with_precondition
 
 LOG = logging.getLogger(__name__)
 

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from isthmus.ccm.controllers.events import LOOKUP_FAILED, NORMAL, SYNCED, WARNING, EventSink, NoEvents
-from isthmus.ccm.controllers.informer import Backoff
-from isthmus.ccm.controllers.node_api import (
+from isthmus.ccm.errors import CCMError
+from isthmus.ccm.kube.events import LOOKUP_FAILED, NORMAL, SYNCED, WARNING, EventSink, NoEvents
+from isthmus.ccm.kube.informer import Backoff
+from isthmus.ccm.kube.nodes import (
     ANNOTATION_PROVIDED_NODE_IP,
     BETA_LABELS,
     LABEL_INSTANCE_TYPE,
@@ -31,9 +32,8 @@ from isthmus.ccm.controllers.node_api import (
     is_conflict,
     with_precondition,
 )
-from isthmus.ccm.errors import CCMError
-from isthmus.ccm.instances import InstanceMetadata
-from isthmus.ccm.model import HOSTNAME, NodeAddress
+from isthmus.ccm.openstack.instances import InstanceMetadata
+from isthmus.ccm.openstack.model import HOSTNAME, NodeAddress
 
 LOG = logging.getLogger(__name__)
 

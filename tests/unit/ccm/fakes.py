@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isthmus.ccm.errors import RegionError
-from isthmus.ccm.model import Flavor, Network, Port, Server
+from isthmus.ccm.openstack.model import Flavor, Network, Port, Server
 
 
 @dataclass

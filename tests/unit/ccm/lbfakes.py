@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 from isthmus.ccm.errors import RegionError
-from isthmus.ccm.loadbalancer.octavia import (
+from isthmus.ccm.openstack.loadbalancer.octavia import (
     FloatingIP,
     LBError,
     LBRecord,
@@ -16,8 +16,8 @@ from isthmus.ccm.loadbalancer.octavia import (
     NoOctavia,
     PoolRecord,
 )
-from isthmus.ccm.loadbalancer.plan import DesiredLB, Listener, Member, Monitor
-from isthmus.ccm.loadbalancer.secgroups import GroupRecord, PortRecord, Rule, RuleRecord, Subnet
+from isthmus.ccm.openstack.loadbalancer.plan import DesiredLB, Listener, Member, Monitor
+from isthmus.ccm.openstack.loadbalancer.secgroups import GroupRecord, PortRecord, Rule, RuleRecord, Subnet
 
 _ids = itertools.count(1)
 

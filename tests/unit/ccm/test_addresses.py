@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from isthmus.ccm.addresses import (
+from isthmus.ccm.config import NetworkingOptions
+from isthmus.ccm.openstack.addresses import (
     is_ipv6,
     node_addresses,
     parse_address_sort_order,
     sort_node_addresses,
     sort_priority,
 )
-from isthmus.ccm.config import NetworkingOptions
-from isthmus.ccm.model import NodeAddress, Port, Server, ServerAddress, Subport
+from isthmus.ccm.openstack.model import NodeAddress, Port, Server, ServerAddress, Subport
 
 A4 = "50.56.176.99"
 A6 = "2001:4800:790e:510:be76:4eff:fe04:82a8"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from isthmus.ccm import lookup
-from isthmus.ccm.model import Server
+from isthmus.ccm.openstack.model import Server
 from isthmus.cli import ccm as ccm_cli
 
 from .fakes import FakeClients, FakeRegion

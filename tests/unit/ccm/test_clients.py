@@ -19,10 +19,16 @@ from openstack.compute.v2.server import Server as SdkServer
 from openstack.network.v2.network import Network as SdkNetwork
 from openstack.network.v2.port import Port as SdkPort
 
-from isthmus.ccm.clients import OpenStackClients, OpenStackRegionClient, build_auth, build_session, exact_name_filter
 from isthmus.ccm.config import AuthOptions, parse_config
 from isthmus.ccm.errors import RegionError
-from isthmus.ccm.model import Server, ServerAddress
+from isthmus.ccm.openstack.clients import (
+    OpenStackClients,
+    OpenStackRegionClient,
+    build_auth,
+    build_session,
+    exact_name_filter,
+)
+from isthmus.ccm.openstack.model import Server, ServerAddress
 
 
 class StaticAuth(base.BaseIdentityPlugin):

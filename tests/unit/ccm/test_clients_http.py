@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from keystoneauth1 import fixture, session
 
-from isthmus.ccm.clients import OpenStackClients, RegionBreaker
 from isthmus.ccm.errors import InstanceNotFound, RegionError
-from isthmus.ccm.instances import Instances, NodeRef
+from isthmus.ccm.openstack.clients import OpenStackClients, RegionBreaker
+from isthmus.ccm.openstack.instances import Instances, NodeRef
 
 from .test_clients import StaticAuth
 

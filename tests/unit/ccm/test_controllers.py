@@ -18,12 +18,12 @@ import pytest
 from kubernetes import client
 
 from isthmus.ccm.config import NetworkingOptions
-from isthmus.ccm.controllers.informer import Backoff, Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController, apply_provided_node_ips
-from isthmus.ccm.controllers.node_api import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
-from isthmus.ccm.instances import Instances
-from isthmus.ccm.model import NodeAddress, Server, ServerAddress
+from isthmus.ccm.kube.informer import Backoff, Informer, NodeCache, WatchSettings, WorkQueue
+from isthmus.ccm.kube.nodes import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
+from isthmus.ccm.openstack.instances import Instances
+from isthmus.ccm.openstack.model import NodeAddress, Server, ServerAddress
 from isthmus.ccm.service import Manager, Periods, run
 from isthmus.kube.leader import LeaseElector
 from tests.kmock_clients import api_client

@@ -30,15 +30,16 @@ import yaml
 from kubernetes import client
 
 from isthmus.ccm.config import parse_config
-from isthmus.ccm.controllers.events import NodeEvents
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
-from isthmus.ccm.controllers.node_api import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
-from isthmus.ccm.instances import Instances
-from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceCache, ServiceController
-from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
-from isthmus.ccm.model import Server, ServerAddress
+from isthmus.ccm.controllers.service import ServiceCache, ServiceController
+from isthmus.ccm.kube.events import NodeEvents
+from isthmus.ccm.kube.informer import Informer, NodeCache, WatchSettings, WorkQueue, classify_watch_error
+from isthmus.ccm.kube.nodes import TAINT_SHUTDOWN, TAINT_UNINITIALIZED, NodeAPI
+from isthmus.ccm.kube.services import ServiceAPI
+from isthmus.ccm.openstack.instances import Instances
+from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig
+from isthmus.ccm.openstack.model import Server, ServerAddress
 from isthmus.ccm.service import Manager, Periods, build_parser
 from isthmus.kube.leader import LeaseElector
 from tests.kmock_clients import api_client

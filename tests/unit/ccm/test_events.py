@@ -8,13 +8,13 @@ from typing import Any
 import kmock
 import pytest
 
-from isthmus.ccm.controllers.events import COMPONENT, NodeEvents
-from isthmus.ccm.controllers.informer import Backoff
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
-from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI
-from isthmus.ccm.instances import Instances
-from isthmus.ccm.model import Server
+from isthmus.ccm.kube.events import COMPONENT, NodeEvents
+from isthmus.ccm.kube.informer import Backoff
+from isthmus.ccm.kube.nodes import TAINT_UNINITIALIZED, NodeAPI
+from isthmus.ccm.openstack.instances import Instances
+from isthmus.ccm.openstack.model import Server
 from tests.kmock_clients import core_api
 
 from .fakes import FakeClients, FakeRegion
@@ -90,6 +90,6 @@ def test_event_failures_never_fail_the_work() -> None:
         def create_namespaced_event(self, *args: Any, **kwargs: Any) -> None:
             raise OSError("API server away")
 
-    from isthmus.ccm.controllers.node_api import NodeView
+    from isthmus.ccm.kube.nodes import NodeView
 
     NodeEvents(Broken()).node_event(NodeView("n", "", {}, {}, (), (), True, ""), "Warning", "LookupFailed", "x")

@@ -12,14 +12,14 @@ from openstack import exceptions as sdk_exc
 from openstack.compute.v2.server import Server as SdkServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from isthmus.ccm.clients import OpenStackRegionClient, RegionBreaker
-from isthmus.ccm.controllers.informer import Backoff, NodeCache, WorkQueue
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
-from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI, NodeView
 from isthmus.ccm.errors import RegionError
 from isthmus.ccm.health import Health, HealthServer, Metrics
-from isthmus.ccm.instances import Instances
+from isthmus.ccm.kube.informer import Backoff, NodeCache, WorkQueue
+from isthmus.ccm.kube.nodes import TAINT_UNINITIALIZED, NodeAPI, NodeView
+from isthmus.ccm.openstack.clients import OpenStackRegionClient, RegionBreaker
+from isthmus.ccm.openstack.instances import Instances
 from isthmus.ccm.service import Manager, Periods
 
 from .fakes import FakeClients, FakeRegion

@@ -18,7 +18,9 @@ import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from isthmus.ccm.controllers.informer import (
+from isthmus.ccm.controllers.lifecycle import LifecycleController
+from isthmus.ccm.controllers.node import NodeController
+from isthmus.ccm.kube.informer import (
     Backoff,
     Informer,
     NodeCache,
@@ -26,11 +28,9 @@ from isthmus.ccm.controllers.informer import (
     WorkQueue,
     classify_watch_error,
 )
-from isthmus.ccm.controllers.lifecycle import LifecycleController
-from isthmus.ccm.controllers.node import NodeController
-from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI, NodeView, WatchEvent
-from isthmus.ccm.instances import Instances
-from isthmus.ccm.model import Server, ServerAddress
+from isthmus.ccm.kube.nodes import TAINT_UNINITIALIZED, NodeAPI, NodeView, WatchEvent
+from isthmus.ccm.openstack.instances import Instances
+from isthmus.ccm.openstack.model import Server, ServerAddress
 from isthmus.ccm.service import Manager, Periods, run
 from isthmus.kube.leader import LeaseElector
 from tests.kmock_clients import api_client

@@ -8,15 +8,15 @@ from hypothesis import strategies as st
 
 from isthmus.ccm.config import NetworkingOptions
 from isthmus.ccm.errors import CCMError, InstanceNotFound, MultipleResultsError, RegionError, UnknownRegionError
-from isthmus.ccm.instances import (
+from isthmus.ccm.openstack.instances import (
     Instances,
     NodeRef,
     is_valid_label_value,
     plan_search,
     sanitize_label,
 )
-from isthmus.ccm.model import Flavor, Network, NodeAddress, Port, Server, ServerAddress
-from isthmus.ccm.providerid import ProviderIDError
+from isthmus.ccm.openstack.model import Flavor, Network, NodeAddress, Port, Server, ServerAddress
+from isthmus.ccm.openstack.providerid import ProviderIDError
 
 from .fakes import FakeClients, FakeRegion
 

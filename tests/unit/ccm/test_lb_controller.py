@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 import kmock
 import pytest
 
-from isthmus.ccm.loadbalancer import model as m
-from isthmus.ccm.loadbalancer.controller import ServiceAPI, ServiceController
-from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
+from isthmus.ccm.controllers.service import ServiceController
+from isthmus.ccm.kube.services import ServiceAPI
+from isthmus.ccm.openstack.loadbalancer import model as m
+from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig
 from tests.kmock_clients import core_api
 
 from .lbfakes import FakeOctavia, FakeOctaviaRegions
@@ -136,7 +137,7 @@ async def test_deletion_removes_ours_then_the_finalizer(kmock: Any, octavias: di
 
 
 def _hand_made() -> Any:
-    from isthmus.ccm.loadbalancer.plan import DesiredLB
+    from isthmus.ccm.openstack.loadbalancer.plan import DesiredLB
 
     return DesiredLB("RegionOne", "someone-elses", "by hand", "sub", "", "", "", "", "", (), "", False, "")
 
@@ -245,7 +246,7 @@ def test_enabled_false_does_not_start_the_service_controller() -> None:
     import threading
 
     from isthmus.ccm.config import parse_config
-    from isthmus.ccm.loadbalancer.controller import start_service_controller
+    from isthmus.ccm.controllers.service import start_service_controller
     from isthmus.ccm.service import build_parser
 
     args = build_parser().parse_args(["--cloud-config", "x", "--cluster-name", "prod"])

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from isthmus.ccm.errors import RegionError
-from isthmus.ccm.loadbalancer import model as m
-from isthmus.ccm.loadbalancer.octavia import (
+from isthmus.ccm.openstack.loadbalancer import model as m
+from isthmus.ccm.openstack.loadbalancer.octavia import (
     FipAction,
     FloatingIP,
     LBError,
@@ -18,8 +18,8 @@ from isthmus.ccm.loadbalancer.octavia import (
     decide_fip_on_delete,
     fip_description,
 )
-from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
-from isthmus.ccm.loadbalancer.plan import DesiredLB, plan_service
+from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig
+from isthmus.ccm.openstack.loadbalancer.plan import DesiredLB, plan_service
 
 from .lbfakes import FakeOctavia
 
@@ -231,7 +231,7 @@ def test_source_ranges_restrict_every_listener_and_follow_changes() -> None:
 def test_an_octavia_that_cannot_restrict_sources_does_not_expose_the_service() -> None:
     import pytest
 
-    from isthmus.ccm.loadbalancer.octavia import LBError
+    from isthmus.ccm.openstack.loadbalancer.octavia import LBError
 
     fake = FakeOctavia("RegionOne", ignores_cidrs=True)
     with pytest.raises(LBError, match="does not restrict sources"):

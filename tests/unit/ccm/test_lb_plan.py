@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from isthmus.ccm.config import ConfigError, parse_config
-from isthmus.ccm.loadbalancer import model as m
-from isthmus.ccm.loadbalancer.options import LBOptions, LoadBalancerConfig
-from isthmus.ccm.loadbalancer.plan import (
+from isthmus.ccm.openstack.loadbalancer import model as m
+from isthmus.ccm.openstack.loadbalancer.options import LBOptions, LoadBalancerConfig
+from isthmus.ccm.openstack.loadbalancer.plan import (
     Member,
     Monitor,
     is_ours,
@@ -247,7 +247,7 @@ def test_a_cordoned_or_partitioned_region_keeps_its_load_balancer_with_an_empty_
 
 
 def test_source_ranges_from_the_spec_or_the_annotation_and_a_bad_one_changes_nothing():
-    from isthmus.ccm.loadbalancer.plan import source_ranges
+    from isthmus.ccm.openstack.loadbalancer.plan import source_ranges
 
     nodes = [node("a1", "RegionOne", "10.0.0.1")]
     assert source_ranges(svc(source_ranges=("10.9.0.0/16",))) == ("10.9.0.0/16",)

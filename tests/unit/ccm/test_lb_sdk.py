@@ -9,10 +9,10 @@ import pytest
 from openstack import exceptions as sdk_exc
 
 from isthmus.ccm.errors import RegionError
-from isthmus.ccm.loadbalancer import model as m
-from isthmus.ccm.loadbalancer.octavia import OctaviaClient
-from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
-from isthmus.ccm.loadbalancer.plan import Member, plan_service
+from isthmus.ccm.openstack.loadbalancer import model as m
+from isthmus.ccm.openstack.loadbalancer.octavia import OctaviaClient
+from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig
+from isthmus.ccm.openstack.loadbalancer.plan import Member, plan_service
 
 
 class Recorder:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from isthmus.ccm.loadbalancer import model as m
-from isthmus.ccm.loadbalancer.octavia import RegionReconciler
-from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
-from isthmus.ccm.loadbalancer.plan import DesiredLB, plan_service
-from isthmus.ccm.loadbalancer.secgroups import PortRecord, Rule, Subnet, wanted_rules
+from isthmus.ccm.openstack.loadbalancer import model as m
+from isthmus.ccm.openstack.loadbalancer.octavia import RegionReconciler
+from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig
+from isthmus.ccm.openstack.loadbalancer.plan import DesiredLB, plan_service
+from isthmus.ccm.openstack.loadbalancer.secgroups import PortRecord, Rule, Subnet, wanted_rules
 
 from .lbfakes import FakeOctavia
 

@@ -28,10 +28,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from isthmus.ccm.config import parse_config
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WatchSettings
-from isthmus.ccm.controllers.node_api import NodeAPI, NodeView, WatchEvent
-from isthmus.ccm.loadbalancer import model as m
-from isthmus.ccm.loadbalancer.controller import (
+from isthmus.ccm.controllers.service import (
     OctaviaRegions,
     Outcome,
     ServiceAPI,
@@ -39,8 +36,11 @@ from isthmus.ccm.loadbalancer.controller import (
     ServiceController,
     start_service_controller,
 )
-from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
-from isthmus.ccm.model import NodeAddress
+from isthmus.ccm.kube.informer import Informer, NodeCache, WatchSettings
+from isthmus.ccm.kube.nodes import NodeAPI, NodeView, WatchEvent
+from isthmus.ccm.openstack.loadbalancer import model as m
+from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig
+from isthmus.ccm.openstack.model import NodeAddress
 from isthmus.ccm.service import build_parser
 from tests.kmock_clients import core_api
 
@@ -95,7 +95,7 @@ def test_service_informer_keys_by_namespace_and_relists_only_on_gone() -> None:
 
 
 def test_node_view_carries_what_the_load_balancers_read() -> None:
-    from isthmus.ccm.controllers.node_api import node_view
+    from isthmus.ccm.kube.nodes import node_view
 
     def v1(unschedulable: bool | None, ready: str = "True", rv: str = "1") -> Any:
         return client.V1Node(
@@ -335,7 +335,7 @@ def new_service(name: str) -> dict:
 @pytest.mark.component  # watches against kmock (tests/tiers.py)
 @pytest.mark.asyncio
 async def test_unchanged_world_costs_no_list_after_the_first(kmock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import isthmus.ccm.loadbalancer.octavia as octavia_module
+    import isthmus.ccm.openstack.loadbalancer.octavia as octavia_module
 
     octavias = {r: FakeOctavia(r) for r in REGIONS}
     monkeypatch.setattr(octavia_module, "OctaviaClients", lambda *a: FakeOctaviaRegions(octavias))

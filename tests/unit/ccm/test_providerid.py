@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from isthmus.ccm import providerid
-from isthmus.ccm.providerid import ProviderID, ProviderIDError
+from isthmus.ccm.openstack import providerid
+from isthmus.ccm.openstack.providerid import ProviderID, ProviderIDError
 
 U = "7b9cf879-7146-417c-abfd-cb4272f0c935"
 

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from isthmus.ccm.clients import RegionBreaker
 from isthmus.ccm.errors import RegionError
+from isthmus.ccm.openstack.clients import RegionBreaker
 
 
 def _clock() -> tuple[list[float], RegionBreaker]:

@@ -8,12 +8,12 @@ from typing import Any
 import kmock
 import pytest
 
-from isthmus.ccm.controllers.informer import Informer, NodeCache, WorkQueue
 from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
-from isthmus.ccm.controllers.node_api import TAINT_UNINITIALIZED, NodeAPI
-from isthmus.ccm.instances import Instances
-from isthmus.ccm.model import Server
+from isthmus.ccm.kube.informer import Informer, NodeCache, WorkQueue
+from isthmus.ccm.kube.nodes import TAINT_UNINITIALIZED, NodeAPI
+from isthmus.ccm.openstack.instances import Instances
+from isthmus.ccm.openstack.model import Server
 from isthmus.ccm.service import Manager, Periods
 from tests.kmock_clients import core_api
 

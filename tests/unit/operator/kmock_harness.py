@@ -127,17 +127,18 @@ class Operator:
         if self.trimmer is None:
             self.trimmer = asyncio.create_task(self._trim_request_log())
         os.environ["ISTHMUS_OPERATOR_SERVER"] = str(self.kmock.url).rstrip("/")
-        # A new operator process remembers nothing. The handlers' index of resources outlived
-        # the previous test (or run): a resource re-created under a remembered name and
-        # generation was not reconciled on its creation, only by the timer 10 s later.
-        handlers.STATE.pop("known", None)
-        handlers.STATE["kube_factory"] = lambda info: ServerLikeKube(info.server)
+        # A new operator remembers nothing: its own state, in its memo (an index of
+        # resources that outlived the previous test left a resource re-created under a
+        # remembered name unreconciled until the timer). The client also plays the API
+        # server's uid/generation bookkeeping.
+        self.state = handlers.OperatorState(kube_factory=lambda info: ServerLikeKube(info.server))
         settings = kopf.OperatorSettings()
         settings.watching.server_timeout = 30
         settings.networking.error_backoffs = [0.1, 0.2, 0.5]
         self.task = asyncio.create_task(kopf.operator(
-            clusterwide=True, standalone=True, stop_flag=self.stop_flag, settings=settings))
-        await self.until(lambda: "queue" in handlers.STATE, "operator login")
+            clusterwide=True, standalone=True, stop_flag=self.stop_flag, settings=settings,
+            memo=kopf.Memo(state=self.state)))
+        await self.until(lambda: self.state.queue is not None, "operator login")
 
     async def stop(self) -> None:
         # The test client first: the emulator's task serving its keep-alive connection
@@ -260,7 +261,7 @@ class Operator:
     async def settle(self) -> None:
         """Until the operator's queue is empty twice in a row (no reconcile in flight)."""
         for _ in range(2):
-            await handlers.queue().idle()
+            await self.state.work().idle()
             await asyncio.sleep(0.2)
 
     def versions(self, kinds: tuple[str, ...] = ("Secret", "ConfigMap", "Service", "Deployment", "Job")) -> dict:

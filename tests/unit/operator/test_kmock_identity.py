@@ -32,7 +32,7 @@ class OperatorClock(datetime):
 
 async def test_fernet_keys_rotate_on_the_interval_without_restarting_keystone(
         op: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(controllers, "datetime", OperatorClock)
+    monkeypatch.setattr(controllers.identity, "datetime", OperatorClock)  # where the rotation reads the time
     # Tokens live 4 s (no expired window): ceil(4 / 2) + 2 = four keys kept.
     await make(op, regions=[{"name": "RegionOne"}], identity={"memcachedServers": ["mc:11211"],
                                                              "fernetRotationInterval": "2s",

@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from isthmus.ccm import providerid
+from isthmus.ccm.openstack import providerid
 
 if TYPE_CHECKING:
-    from isthmus.ccm.controllers.node_api import NodeView
+    from isthmus.ccm.kube.nodes import NodeView
 
 PREFIX = "loadbalancer.openstack.org/"
 ANN_REGION = PREFIX + "region"  # Isthmus: only this region gets a load balancer

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm.controllers.node_api import MERGE_PATCH, NodeView
+from isthmus.ccm.kube.nodes import MERGE_PATCH, NodeView
 
 LOG = logging.getLogger(__name__)
 

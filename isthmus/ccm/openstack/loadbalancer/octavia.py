@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm.clients import RegionBreaker, RegionCache, get_or_none, region_errors, sdk_connection
 from isthmus.ccm.errors import CCMError, RegionError
-from isthmus.ccm.loadbalancer.plan import (
+from isthmus.ccm.openstack.clients import RegionBreaker, RegionCache, get_or_none, region_errors, sdk_connection
+from isthmus.ccm.openstack.loadbalancer.plan import (
     DesiredLB,
     Listener,
     Member,
@@ -30,7 +30,7 @@ from isthmus.ccm.loadbalancer.plan import (
     ownership_marker,
     security_group_name,
 )
-from isthmus.ccm.loadbalancer.secgroups import (
+from isthmus.ccm.openstack.loadbalancer.secgroups import (
     GroupRecord,
     PortRecord,
     Rule,

@@ -3,7 +3,7 @@
 :class:`NodeAPI` is also the Node "resource API" of the informer
 (``list_with_version``, ``watch``, ``stop_watch``); :func:`watch_events`
 turns any watch stream of the official client into :class:`WatchEvent`s, so
-the Service informer (``isthmus.ccm.loadbalancer.controller.ServiceAPI``)
+the Service informer (``isthmus.ccm.controllers.service.ServiceAPI``)
 shares it.
 
 Writes are JSON merge patches: they carry only what changes, and a
@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from isthmus.ccm.instances import InstanceMetadata, NodeRef
-from isthmus.ccm.model import NodeAddress
+from isthmus.ccm.openstack.instances import InstanceMetadata, NodeRef
+from isthmus.ccm.openstack.model import NodeAddress
 
 LOG = logging.getLogger(__name__)
 
@@ -146,6 +146,32 @@ def watch_events(stream: Iterable[dict[str, Any]], view: Callable[[Any], Any]) -
         yield WatchEvent(kind, obj, obj.resource_version)
 
 
+class WatchHandle:
+    """One resource API's running ``kubernetes.watch.Watch``, which another thread may
+    stop (shutdown). Nodes and Services stream through it."""
+
+    def __init__(self) -> None:
+        self._watch: Any = None
+
+    def stream(self, list_call: Callable[..., Any], view: Callable[[Any], Any], resource_version: str,
+               timeout_seconds: int, request_timeout: tuple[float, float]) -> Iterator[WatchEvent]:
+        from kubernetes import watch
+
+        w = watch.Watch()
+        self._watch = w
+        try:
+            yield from watch_events(w.stream(list_call, resource_version=resource_version,
+                                             timeout_seconds=timeout_seconds, allow_watch_bookmarks=True,
+                                             _request_timeout=request_timeout), view)
+        finally:
+            self._watch = None
+
+    def stop(self) -> None:
+        w = self._watch
+        if w is not None:
+            w.stop()
+
+
 class NodeAPI:
     """Nodes through ``kubernetes.client.CoreV1Api``; every call has a timeout.
 
@@ -159,7 +185,7 @@ class NodeAPI:
     def __init__(self, core: Any, timeout: float = 30.0) -> None:
         self.core = core
         self.timeout = timeout
-        self._watch: Any = None  # the running kubernetes.watch.Watch, for stop_watch()
+        self._watching = WatchHandle()
 
     def list(self) -> list[NodeView]:
         return self.list_with_version()[0]
@@ -175,23 +201,12 @@ class NodeAPI:
         Raises ``ApiException`` (410 when the version is too old: re-list)
         and urllib3's errors (a read timeout is an idle stream, not a loss).
         """
-        from kubernetes import watch
-
-        w = watch.Watch()
-        self._watch = w
-        try:
-            yield from watch_events(w.stream(self.core.list_node, resource_version=resource_version,
-                                             timeout_seconds=timeout_seconds, allow_watch_bookmarks=True,
-                                             _request_timeout=(min(self.timeout, read_timeout), read_timeout)),
-                                    node_view)
-        finally:
-            self._watch = None
+        return self._watching.stream(self.core.list_node, node_view, resource_version, timeout_seconds,
+                                     (min(self.timeout, read_timeout), read_timeout))
 
     def stop_watch(self) -> None:
         """Unblock a running watch at once (shutdown); safe from another thread."""
-        w = self._watch
-        if w is not None:
-            w.stop()
+        self._watching.stop()
 
     def get(self, name: str) -> NodeView:
         return node_view(self.core.read_node(name, _request_timeout=self.timeout))

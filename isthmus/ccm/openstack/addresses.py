@@ -1,6 +1,6 @@
 """Node addresses from a server, its ports and trunk subports (OCCM rules).
 
-Pure functions over :mod:`isthmus.ccm.model` records: the caller fetches the
+Pure functions over :mod:`isthmus.ccm.openstack.model` records: the caller fetches the
 ports and resolves subports (see instances.py); nothing here does I/O. The
 order of the steps and the add/remove primitives are OCCM's, because the
 result order is visible to users (kubelet, ``kubectl get nodes -o wide``).
@@ -14,7 +14,16 @@ import re
 from collections.abc import Iterable, Sequence
 
 from isthmus.ccm.config import NetworkingOptions
-from isthmus.ccm.model import EXTERNAL_IP, HOSTNAME, INTERNAL_IP, NodeAddress, Port, Server, ServerAddress, Subport
+from isthmus.ccm.openstack.model import (
+    EXTERNAL_IP,
+    HOSTNAME,
+    INTERNAL_IP,
+    NodeAddress,
+    Port,
+    Server,
+    ServerAddress,
+    Subport,
+)
 
 LOG = logging.getLogger(__name__)
 

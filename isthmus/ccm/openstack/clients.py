@@ -32,7 +32,7 @@ from urllib.parse import quote
 from isthmus.breaker import Breaker
 from isthmus.ccm.config import AuthOptions, CloudConfig
 from isthmus.ccm.errors import RegionError
-from isthmus.ccm.model import Flavor, Network, Port, Server, ServerAddress
+from isthmus.ccm.openstack.model import Flavor, Network, Port, Server, ServerAddress
 
 LOG = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ def to_port(raw: Any) -> Port:
 
 
 class OpenStackRegionClient:
-    """:class:`~isthmus.ccm.instances.RegionClient` over an openstacksdk Connection."""
+    """:class:`~isthmus.ccm.openstack.instances.RegionClient` over an openstacksdk Connection."""
 
     def __init__(self, region: str, connection: Any, breaker: RegionBreaker | None = None,
                  observe: Observe = _no_observe) -> None:

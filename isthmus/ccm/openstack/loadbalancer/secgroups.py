@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from isthmus.ccm.loadbalancer.plan import SecurityGroupPlan, is_ours
+from isthmus.ccm.openstack.loadbalancer.plan import SecurityGroupPlan, is_ours
 
 CLIENT_ADDRESS_PROVIDERS = frozenset({"ovn"})  # providers whose members see the client's address
 

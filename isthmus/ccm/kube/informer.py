@@ -12,8 +12,8 @@ enqueues its key.
 
 The informer knows the resource only through a :class:`ResourceAPI`
 (``list_with_version``, ``watch``, ``stop_watch``): Nodes
-(:class:`~isthmus.ccm.controllers.node_api.NodeAPI`, keyed by name) and Services
-(``isthmus.ccm.loadbalancer.controller.ServiceAPI``, keyed
+(:class:`~isthmus.ccm.kube.nodes.NodeAPI`, keyed by name) and Services
+(``isthmus.ccm.controllers.service.ServiceAPI``, keyed
 ``namespace/name``) share this loop.
 
 The :class:`WorkQueue` holds keys, each at most once, and a per-key
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from isthmus.ccm.controllers.node_api import NodeView, WatchEvent
+from isthmus.ccm.kube.nodes import NodeView, WatchEvent
 
 LOG = logging.getLogger(__name__)
 

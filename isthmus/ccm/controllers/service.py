@@ -17,7 +17,7 @@ at the next pass, for ``sync()``); nothing is deleted on
 its account and, while it fails, its old ingress entries stay in the status.
 
 Services are watched, not listed per pass: a Service informer (the same
-LIST-then-WATCH loop as the Nodes', ``controllers/informer.py``) keeps a
+LIST-then-WATCH loop as the Nodes', ``kube/informer.py``) keeps a
 cache of Services, and Nodes are read from the cache the node controllers'
 informer already keeps. A Service is put in a work queue when it changes
 (that Service only), every LoadBalancer Service when the load-balancer view
@@ -35,101 +35,25 @@ of Services and one of Nodes (tests and tools use it; isthmus-ccm does not).
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import logging
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm.controllers.informer import Backoff, Cache, Informer, NodeCache, WatchSettings, WorkQueue
-from isthmus.ccm.controllers.node_api import WatchEvent, watch_events
 from isthmus.ccm.errors import RegionError
 from isthmus.ccm.gcfg import parse_bool
-from isthmus.ccm.loadbalancer import model as m
-from isthmus.ccm.loadbalancer.octavia import LBError, NoOctavia, OctaviaAPI, RegionReconciler
-from isthmus.ccm.loadbalancer.options import LoadBalancerConfig
-from isthmus.ccm.loadbalancer.plan import Plan, lb_name, plan_service
+from isthmus.ccm.kube.informer import Backoff, Cache, Informer, NodeCache, WatchSettings, WorkQueue
+from isthmus.ccm.kube.services import ServiceAPI
+from isthmus.ccm.openstack.loadbalancer import model as m
+from isthmus.ccm.openstack.loadbalancer.octavia import LBError, NoOctavia, OctaviaAPI, RegionReconciler
+from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig
+from isthmus.ccm.openstack.loadbalancer.plan import Plan, lb_name, plan_service
 
 LOG = logging.getLogger(__name__)
-
-MERGE_PATCH = "application/merge-patch+json"
-COMPONENT = "isthmus-ccm-service-controller"
-
-
-class ServiceAPI:
-    """Services, their status and their Events through ``kubernetes.client.CoreV1Api``.
-
-    It is also the Service informer's resource API (``list_with_version``,
-    ``watch``, ``stop_watch``). Every request carries ``_request_timeout``
-    (``--kube-api-timeout``), as the Node API's do; a watch is bounded by
-    ``timeout_seconds`` (the server ends it) and by ``read_timeout`` (no byte
-    for that long ends it on our side).
-    """
-
-    def __init__(self, core: Any, timeout: float = 30.0) -> None:
-        self.core = core
-        self.timeout = timeout
-        self._watch: Any = None  # the running kubernetes.watch.Watch, for stop_watch()
-
-    def list_with_version(self) -> tuple[list[m.ServiceView], str]:
-        """Every Service and the list's resourceVersion, from which a watch continues."""
-        found = self.core.list_service_for_all_namespaces(_request_timeout=self.timeout)
-        return [m.service_view(s) for s in found.items], (found.metadata.resource_version or "")
-
-    def list_services(self) -> list[m.ServiceView]:
-        return self.list_with_version()[0]
-
-    def watch(self, resource_version: str, timeout_seconds: int, read_timeout: float) -> Iterator[WatchEvent]:
-        """Service events after ``resource_version`` (raises ``ApiException`` 410 when it is too old)."""
-        from kubernetes import watch
-
-        w = watch.Watch()
-        self._watch = w
-        try:
-            yield from watch_events(w.stream(self.core.list_service_for_all_namespaces,
-                                             resource_version=resource_version, timeout_seconds=timeout_seconds,
-                                             allow_watch_bookmarks=True,
-                                             _request_timeout=(min(self.timeout, read_timeout), read_timeout)),
-                                    m.service_view)
-        finally:
-            self._watch = None
-
-    def stop_watch(self) -> None:
-        w = self._watch
-        if w is not None:
-            w.stop()
-
-    def list_nodes(self) -> list[m.LBNode]:
-        """For a standalone pass only: the running controller reads the Node cache."""
-        return [m.lb_node(n) for n in self.core.list_node(_request_timeout=self.timeout).items]
-
-    def patch(self, service: m.ServiceView, patch: dict[str, Any]) -> None:
-        self.core.patch_namespaced_service(service.name, service.namespace, patch, _content_type=MERGE_PATCH,
-                                           _request_timeout=self.timeout)
-
-    def patch_status(self, service: m.ServiceView, ingress: list[dict[str, str]]) -> None:
-        body = {"status": {"loadBalancer": {"ingress": ingress}}}
-        self.core.patch_namespaced_service_status(service.name, service.namespace, body,
-                                                  _content_type=MERGE_PATCH, _request_timeout=self.timeout)
-
-    def event(self, service: m.ServiceView, kind: str, reason: str, message: str) -> None:
-        now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
-        body = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{service.name}.{uuid.uuid4().hex[:16]}", "namespace": service.namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Service", "namespace": service.namespace,
-                               "name": service.name, "uid": service.uid},
-            "reason": reason, "message": message[:1024], "type": kind,
-            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
-        self.core.create_namespaced_event(service.namespace, body, _request_timeout=self.timeout)
-
 
 class ServiceCache(Cache[m.ServiceView]):
     """``namespace/name`` -> latest ServiceView (a Service being deleted stays until its finalizers go)."""
@@ -574,8 +498,8 @@ def start_service_controller(args: Any, config: Any, session: Any, core: Any, ac
     before the informer runs): the service controller reads that cache and
     subscribes to its changes. Without them it starts a Node informer of its own.
     """
-    from isthmus.ccm.controllers.node_api import NodeAPI
-    from isthmus.ccm.loadbalancer.octavia import OctaviaClients
+    from isthmus.ccm.kube.nodes import NodeAPI
+    from isthmus.ccm.openstack.loadbalancer.octavia import OctaviaClients
 
     lb_config: LoadBalancerConfig = config.load_balancer
     if not lb_config.default.get("enabled", True):  # a [LoadBalancer] key: on or off for the whole CCM

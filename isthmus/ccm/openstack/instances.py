@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from isthmus.ccm import providerid
-from isthmus.ccm.addresses import node_addresses
 from isthmus.ccm.config import NetworkingOptions
 from isthmus.ccm.errors import CCMError, InstanceNotFound, MultipleResultsError, RegionError, UnknownRegionError
-from isthmus.ccm.model import Flavor, Network, NodeAddress, Port, Server, Subport
+from isthmus.ccm.openstack import providerid
+from isthmus.ccm.openstack.addresses import node_addresses
+from isthmus.ccm.openstack.model import Flavor, Network, NodeAddress, Port, Server, Subport
 
 LOG = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from isthmus.ccm.gcfg import parse_bool
-from isthmus.ccm.loadbalancer import model as m
-from isthmus.ccm.loadbalancer.options import LB_METHODS, LBOptions, LoadBalancerConfig
+from isthmus.ccm.openstack.loadbalancer import model as m
+from isthmus.ccm.openstack.loadbalancer.options import LB_METHODS, LBOptions, LoadBalancerConfig
 
 NAME_LIMIT = 255  # Octavia's name length
 DESCRIPTION_PREFIX = "isthmus-ccm"
