@@ -201,10 +201,11 @@ class Awaiting:
 
 def nova_has_it(instance_actions: dict) -> bool:
     """Whether a server's ``os-instance-actions`` show that Nova counts it: the
-    conductor records the create action in the cell right after it wrote the
+    conductor records the create action in the cell a moment after it wrote the
     server there (cell databases, or Placement's allocations made before, are
-    what Nova's usage counts), and it writes every server of one create before
-    it records any action. A build request has no actions yet."""
+    what Nova's usage counts; a check refused in that moment reads again, see
+    ``_ATTEMPTS``), and it writes every server of one create before it records
+    any action. A build request has no actions yet."""
     return bool(instance_actions.get("instanceActions"))
 
 
