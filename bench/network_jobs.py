@@ -63,7 +63,6 @@ from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 from isthmus.sandbox.nova import compute_host
 
 VM_OWNER = "compute:nova"
-SHADOW_OWNER = SHADOW_OWNER
 EVENT_JOBS = ("port_sync", "sg_member_sync")
 FLOOR_CHUNK = 200  # ports per bulk POST of the floor: the worker's port_sync batch size
 MEMBER_RULE_TAG = "isthmus:member-of:"  # the /32 member rules of the previous release

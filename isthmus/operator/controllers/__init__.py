@@ -27,7 +27,6 @@ from isthmus.operator.controllers.cloud import (
 )
 from isthmus.operator.controllers.common import (
     CHILD_KINDS,
-    LOG,
     MANAGED_KINDS,
     TARGET_NAMESPACES_ENV,
     UMBRELLA_CONDITIONS,
@@ -94,7 +93,6 @@ DELETERS = {
 
 __all__ = [
     "CHILD_KINDS",
-    "LOG",
     "MANAGED_KINDS",
     "Obj",
     "Stop",

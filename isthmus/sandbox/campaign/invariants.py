@@ -9,8 +9,6 @@ from typing import Any
 from isthmus.network import SHADOW_OWNER, bound_region
 from isthmus.network.reconcilers.plans import has_local_members, missing_at_central
 
-SHADOW_OWNER = SHADOW_OWNER
-
 
 @dataclass
 class Snapshot:
