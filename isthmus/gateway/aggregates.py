@@ -20,7 +20,11 @@ from typing import Any
 from aiohttp import web
 
 from isthmus.gateway.apis import COMPUTE
+from isthmus.gateway.call import Settings
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.forwarding import Forwarder
+from isthmus.gateway.routing import Router
+from isthmus.gateway.versions import Versions
 from isthmus.registry import Pod
 
 LOG = logging.getLogger(__name__)
@@ -60,12 +64,12 @@ def gateway_number(raw: str) -> int:
 
 
 class Aggregates:
-    def __init__(self, gateway) -> None:
-        self.gateway = gateway
+    def __init__(self, settings: Settings, router: Router, fwd: Forwarder, versions: Versions) -> None:
+        self.settings = settings
+        self.router = router
+        self.fwd = fwd
+        self.versions = versions
         self._numbers: dict[tuple[str, str], int] = {}  # (region, identity) -> gateway number
-
-    def install(self) -> None:
-        self.gateway.local_handlers[("compute", "os-aggregates")] = self.handle
 
     async def handle(self, call) -> web.StreamResponse:
         segs = call.segments
@@ -81,10 +85,10 @@ class Aggregates:
 
     async def _may_read(self, call) -> None:
         """Nova's own answer (403 for a non-admin) when the caller may not read aggregates."""
-        master = await self.gateway.router.master_region()
-        reply = await self.gateway.fwd.forward(call, master, "GET", call.rel_for("os-aggregates"), body=b"", query="")
+        master = await self.router.master_region()
+        reply = await self.fwd.forward(call, master, "GET", call.rel_for("os-aggregates"), body=b"", query="")
         if reply.status != 200:
-            raise _Rendered(self.gateway.fwd.render(call, reply, master))
+            raise _Rendered(self.fwd.render(call, reply, master))
 
     def _uuid_call(self, call, supported) -> Any:
         if call.version < UUID_VERSION and UUID_VERSION in supported:
@@ -94,25 +98,25 @@ class Aggregates:
     async def _number(self, region: str, aggregate: dict) -> int:
         key = (region, identity_of(region, aggregate))
         if key not in self._numbers:
-            row = await self.gateway.router.ensure_copy(KIND, key[1], str(aggregate["id"]), region)
+            row = await self.router.ensure_copy(KIND, key[1], str(aggregate["id"]), region)
             self._numbers[key] = row.id
         return self._numbers[key]
 
     async def _list(self, call) -> web.StreamResponse:
         await self._may_read(call)
-        router = self.gateway.router
-        asked = self._uuid_call(call, await self.gateway.supported(COMPUTE))
+        router = self.router
+        asked = self._uuid_call(call, await self.versions.supported(COMPUTE))
         regions = await router.regions()
-        replies = await asyncio.gather(*(self.gateway.fwd.forward(asked, r, "GET", call.rel_for("os-aggregates"),
+        replies = await asyncio.gather(*(self.fwd.forward(asked, r, "GET", call.rel_for("os-aggregates"),
                                                                   body=b"", query="",
-                                                                  timeout=self.gateway.settings.list_timeout)
+                                                                  timeout=self.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         items: list[dict] = []
         for region, reply in zip(regions, replies, strict=True):
             if isinstance(reply, BaseException) or reply.status != 200:
                 LOG.warning("%s: aggregates of %s skipped (%s)", call.request_id, region,
                             getattr(reply, "status", reply))
-                if self.gateway.settings.strict_lists:
+                if self.settings.strict_lists:
                     raise Fault(503, f"Region {region} unavailable; the list would be incomplete.")
                 continue
             pod = await router.pod(region)
@@ -122,18 +126,18 @@ class Aggregates:
         return _json({"aggregates": items})
 
     async def _show(self, call, number: int) -> web.StreamResponse:
-        row = await self.gateway.router.routing(number)
-        regions = {p.pod_id: p for p in await self.gateway.router.pods()}
+        row = await self.router.routing(number)
+        regions = {p.pod_id: p for p in await self.router.pods()}
         if row is None or row.resource_type != KIND or row.pod_id not in regions:
             await self._may_read(call)  # a non-admin gets Nova's 403, never a 404
             raise Fault(404, f"Aggregate {number} could not be found.")
         pod = regions[row.pod_id]
-        reply = await self.gateway.fwd.forward(call, pod.region_name, "GET",
+        reply = await self.fwd.forward(call, pod.region_name, "GET",
                                                call.rel_for("os-aggregates", str(row.bottom_id)), body=b"", query="")
         if reply.status == 404:  # its regional id must not show
             raise Fault(404, f"Aggregate {number} could not be found.")
         if reply.status != 200:
-            return self.gateway.fwd.render(call, reply, pod.region_name)
+            return self.fwd.render(call, reply, pod.region_name)
         aggregate = (reply.json() or {}).get("aggregate") or {}
         return _json({"aggregate": shown(aggregate, number, pod, call.version >= UUID_VERSION)})
 
@@ -148,9 +152,3 @@ class _Rendered(Exception):
 
 def _json(doc: dict) -> web.Response:
     return web.Response(status=200, body=json.dumps(doc).encode(), content_type="application/json")
-
-
-def install(gateway) -> Aggregates:
-    aggregates = Aggregates(gateway)
-    aggregates.install()
-    return aggregates

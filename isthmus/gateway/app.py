@@ -1,10 +1,11 @@
 """The gateway's request handling (aiohttp): authenticate, parse, dispatch.
 
-Each concern has its own module and one entry point; this one only wires them:
+Each concern has its own module and one entry point; this one only dispatches:
 versions.py (version documents, microversion range), members.py (calls on one
-routed object), creates.py, lists.py (merged lists), zones.py, events.py, and
-forwarding.py (the one way to a region). Global objects and everything else go
-to the master region (``to_master``), where globals.py hooks its writes.
+routed object), creates.py, lists.py (merged lists), events.py, and forwarding.py
+(the one way to a region). What the gateway answers itself, the hooks around a
+create and after a write at the master region are declared once in surface.py;
+global objects and every unrouted call go to the master region (core.MasterRegion).
 """
 
 from __future__ import annotations
@@ -18,32 +19,15 @@ from aiohttp import web
 from isthmus.gateway import faults, metrics, microversion
 from isthmus.gateway.apis import COMPUTE, VOLUME, Api
 from isthmus.gateway.auth import Unauthorized
-from isthmus.gateway.call import (
-    REQUEST_ID,
-    BeforeCreate,
-    Call,
-    Handler,
-    Hook,
-    RewriteCreate,
-    Settings,
-    match_api,
-    read_body,
-    split_project,
-)
-from isthmus.gateway.catalog import Catalog
+from isthmus.gateway.call import REQUEST_ID, Call, Settings, match_api, read_body, split_project
+from isthmus.gateway.core import Core
 from isthmus.gateway.creates import Creates
 from isthmus.gateway.events import external_events
 from isthmus.gateway.faults import Fault
-from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.idempotency import CreateLedger
 from isthmus.gateway.lists import MergedLists
-from isthmus.gateway.members import ConfirmAbsent, MemberCalls, RewriteReply
-from isthmus.gateway.pools import BoundedPool
-from isthmus.gateway.proxy import Upstream
-from isthmus.gateway.routing import Router
-from isthmus.gateway.summaries import volume_summary
-from isthmus.gateway.versions import Versions
-from isthmus.gateway.zones import availability_zones
+from isthmus.gateway.members import MemberCalls
+from isthmus.gateway.surface import Surface
 
 LOG = logging.getLogger(__name__)
 
@@ -51,63 +35,23 @@ __all__ = ["Call", "Gateway", "Settings"]
 
 
 class Gateway:
-    def __init__(self, settings: Settings, router: Router, catalog: Catalog, upstream: Upstream,
-                 validator, ledger: CreateLedger | None = None) -> None:
-        self.settings = settings
-        self.router = router
-        self.catalog = catalog
-        self.upstream = upstream
+    """Authenticate, parse and dispatch: by id to the object's region, lists to
+    every region, creates to the chosen one, the declared surface to its handlers,
+    everything else to the master region."""
+
+    def __init__(self, core: Core, validator, surface: Surface, ledger: CreateLedger | None = None) -> None:
+        self.settings = core.settings
+        self.router = core.router
+        self.upstream = core.upstream
+        self.versions = core.versions
         self.validator = validator
-        # Slow blocking work (image copies, inline syncs, service checks, the
-        # shared DB), bounded and apart from token validation (pools.py).
-        self.background = BoundedPool(8, "gateway-work")
-        self.fwd = Forwarder(settings, catalog, upstream, router)
-        self.versions = Versions(settings, catalog, upstream)
-        self.members = MemberCalls(settings, router, self.fwd)
-        self.creates = Creates(settings, router, self.fwd, self.background, ledger)
-        self.lists = MergedLists(settings, router, self.fwd)
-        # Global objects: (api, collection) -> hooks run after a successful write at the master.
-        self.write_hooks: dict[tuple[str, str], list[Hook]] = {}
-        self.local_handlers: dict[tuple[str, str], Handler] = {
-            ("compute", "os-availability-zone"): lambda call: availability_zones(call, self.router),
-            ("volume", "os-availability-zone"): lambda call: availability_zones(call, self.router),
-        }
-        # Paths under a routed collection that name no object: (api, path) -> handler.
-        self.collection_paths: dict[tuple[str, str], Handler] = {
-            ("volume", "volumes/summary"): lambda call: volume_summary(call, self.settings, self.router, self.fwd),
-        }
-
-    # Extension points, kept on the gateway for the modules that install hooks.
-    @property
-    def before_create(self) -> list[BeforeCreate]:
-        return self.creates.before_create
-
-    @property
-    def rewrite_create(self) -> list[RewriteCreate]:
-        return self.creates.rewrite_create
-
-    @property
-    def rewrite_reply(self) -> list[RewriteReply]:
-        return self.members.rewrite_reply
-
-    @property
-    def confirm_absent(self) -> ConfirmAbsent | None:
-        return self.members.confirm_absent
-
-    @confirm_absent.setter
-    def confirm_absent(self, fn: ConfirmAbsent | None) -> None:
-        self.members.confirm_absent = fn
-
-    @property
-    def cursors(self):
-        return self.lists.cursors
-
-    @cursors.setter
-    def cursors(self, value) -> None:
-        self.lists.cursors = value
-
-    async def supported(self, api: Api) -> microversion.Range:
-        return await self.versions.supported(api)
+        self.surface = surface
+        self.members = MemberCalls(core.settings, core.router, core.fwd, surface.rewrite_reply,
+                                   surface.confirm_absent)
+        self.creates = Creates(core.settings, core.router, core.fwd, core.background, ledger, surface.before_create,
+                               surface.rewrite_create)
+        self.lists = MergedLists(core.settings, core.router, core.fwd)
+        self.fwd = core.fwd
 
     # --- aiohttp plumbing ----------------------------------------------------------
     def make_app(self) -> web.Application:
@@ -199,40 +143,26 @@ class Gateway:
         if not segs:
             return await self.versions.document(call.request, api, call.base)
         collection = segs[0]
-        local = self.local_handlers.get((api.name, collection))
+        local = self.surface.local_handlers.get((api.name, collection))
         if local is not None:
             return await local(call)
         spec = api.routed.get(collection)
         if spec is None:
             if api is COMPUTE and collection == "os-server-external-events" and call.method == "POST":
                 return await external_events(call, self.router, self.fwd)
-            return await self.to_master(call)
+            return await self.surface.master.forward(call)
         if len(segs) == 1 or (len(segs) == 2 and segs[1] == "detail"):
             if call.request.path.endswith("/"):
                 # An empty id (``DELETE /volumes/``): no object to route by, and no
                 # list or create either; the master region answers it as any region
                 # would (Cinder 404), as for paths with a trailing slash (see Call.rel).
-                return await self.to_master(call)
+                return await self.surface.master.forward(call)
             if call.method == "GET":
                 return await self.lists.handle(call, spec, detail=len(segs) == 2)
             if call.method == "POST" and len(segs) == 1:
                 return await self.creates.handle(call, spec)
             raise Fault(405, "Method not allowed.")
-        path_handler = self.collection_paths.get((api.name, "/".join(segs)))
+        path_handler = self.surface.collection_paths.get((api.name, "/".join(segs)))
         if path_handler is not None and call.method == "GET":
             return await path_handler(call)
         return await self.members.handle(call, spec)
-
-    async def to_master(self, call: Call) -> web.StreamResponse:
-        """Global objects and everything else: the master region (then write hooks)."""
-        api, collection = call.api, call.segments[0]
-        region = await self.router.master_region()
-        # Reads of the master (flavor, hypervisor, usage lists) may be large: streamed.
-        reply = await self.fwd.forward(call, region, call.method, call.rel, stream=call.method == "GET")
-        if 200 <= reply.status < 300 and call.method in ("POST", "PUT", "DELETE", "PATCH"):
-            for hook in self.write_hooks.get((api.name, collection), []):
-                try:
-                    await hook(call, region, reply)
-                except Exception:  # noqa: BLE001 - propagation retries by itself
-                    LOG.exception("%s: write hook for %s failed", call.request_id, collection)
-        return self.fwd.render(call, reply, region)

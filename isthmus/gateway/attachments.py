@@ -21,7 +21,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from isthmus.gateway.call import Settings
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.forwarding import Forwarder
+from isthmus.gateway.routing import Router
 
 LOG = logging.getLogger(__name__)
 
@@ -66,13 +69,12 @@ def same_region(volume_id: str, volume_region: str | None, server_id: str | None
 
 
 class Attachments:
-    def __init__(self, gateway, cache_size: int = 10_000) -> None:
-        self.gateway = gateway
+    def __init__(self, settings: Settings, router: Router, fwd: Forwarder, cache_size: int = 10_000) -> None:
+        self.settings = settings
+        self.router = router
+        self.fwd = fwd
         self._region_of: OrderedDict[str, str] = OrderedDict()
         self._cache_size = cache_size
-
-    def install(self) -> None:
-        self.gateway.local_handlers[("volume", "attachments")] = self.handle
 
     def _remember(self, attachment_id: str, region: str) -> None:
         self._region_of[attachment_id] = region
@@ -90,14 +92,14 @@ class Attachments:
             raise Fault(405, "Method not allowed.")
         attachment_id = segs[1]
         region = self._region_of.get(attachment_id) or await self._find(call, attachment_id)
-        reply = await self.gateway.fwd.forward(call, region, method, call.rel)
+        reply = await self.fwd.forward(call, region, method, call.rel)
         if method == "DELETE" and 200 <= reply.status < 300:
             self._region_of.pop(attachment_id, None)
-        return self.gateway.fwd.render(call, reply, region)
+        return self.fwd.render(call, reply, region)
 
     async def _create(self, call) -> web.StreamResponse:
         wanted = attachment_create(call.body)
-        router = self.gateway.router
+        router = self.router
         volume_region = await router.region_of("volume", wanted.volume_id)
         server_region = await router.region_of("server", wanted.server_id) if wanted.server_id else None
         if volume_region and server_region and volume_region != server_region:
@@ -108,18 +110,18 @@ class Attachments:
             elif not await router.visible_to("server", str(wanted.server_id), call.identity):
                 server_region = None
         region = same_region(wanted.volume_id, volume_region, wanted.server_id, server_region)
-        reply = await self.gateway.fwd.forward(call, region, "POST", call.rel)
+        reply = await self.fwd.forward(call, region, "POST", call.rel)
         if 200 <= reply.status < 300 and reply.is_json:
             made = ((reply.json() or {}).get("attachment") or {}).get("id")
             if made:
                 self._remember(made, region)
-        return self.gateway.fwd.render(call, reply, region)
+        return self.fwd.render(call, reply, region)
 
     async def _find(self, call, attachment_id: str) -> str:
-        regions = await self.gateway.router.regions()
+        regions = await self.router.regions()
         path = call.rel_for("attachments", attachment_id)
-        replies = await asyncio.gather(*(self.gateway.fwd.forward(call, r, "GET", path, body=b"", query="",
-                                                                  timeout=self.gateway.settings.list_timeout)
+        replies = await asyncio.gather(*(self.fwd.forward(call, r, "GET", path, body=b"", query="",
+                                                                  timeout=self.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         down = []
         for region, reply in zip(regions, replies, strict=True):
@@ -133,28 +135,22 @@ class Attachments:
         raise Fault(404, f"Attachment {attachment_id} could not be found.")
 
     async def _list(self, call) -> web.StreamResponse:
-        regions = await self.gateway.router.regions()
-        replies = await asyncio.gather(*(self.gateway.fwd.forward(call, r, "GET", call.rel, body=b"",
-                                                                  timeout=self.gateway.settings.list_timeout)
+        regions = await self.router.regions()
+        replies = await asyncio.gather(*(self.fwd.forward(call, r, "GET", call.rel, body=b"",
+                                                                  timeout=self.settings.list_timeout)
                                          for r in regions), return_exceptions=True)
         items: list[dict] = []
         for region, reply in zip(regions, replies, strict=True):
             if isinstance(reply, BaseException) or reply.status >= 500:
                 LOG.warning("%s: attachments of %s skipped (unavailable)", call.request_id, region)
-                if self.gateway.settings.strict_lists:
+                if self.settings.strict_lists:
                     raise Fault(503, f"Region {region} unavailable; the list would be incomplete.")
                 continue
             if reply.status != 200:
-                return self.gateway.fwd.render(call, reply, region)  # the caller's error (400, 403)
+                return self.fwd.render(call, reply, region)  # the caller's error (400, 403)
             for item in (reply.json() or {}).get("attachments") or []:
                 if isinstance(item, dict) and item.get("id"):
                     self._remember(item["id"], region)
                     items.append(item)
-        text = self.gateway.fwd.rewriter(call).text(json.dumps({"attachments": items}))
+        text = self.fwd.rewriter(call).text(json.dumps({"attachments": items}))
         return web.Response(status=200, body=text.encode(), content_type="application/json")
-
-
-def install(gateway) -> Attachments:
-    attachments = Attachments(gateway)
-    attachments.install()
-    return attachments

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -49,7 +50,8 @@ class NotHeard(Exception):
 
 class Creates:
     def __init__(self, settings: Settings, router: Router, fwd: Forwarder, background: BoundedPool,
-                 ledger: CreateLedger | None = None) -> None:
+                 ledger: CreateLedger | None = None, before_create: Sequence[BeforeCreate] = (),
+                 rewrite_create: Sequence[RewriteCreate] = ()) -> None:
         self.settings = settings
         self.router = router
         self.fwd = fwd
@@ -57,9 +59,9 @@ class Creates:
         self.ledger = ledger
         # Checks before forwarding (quota, image copies, ...). One may return an
         # object with ``settle(created)``, called once the region has answered.
-        self.before_create: list[BeforeCreate] = []
+        self.before_create = tuple(before_create)
         # Body rewriters for the chosen region (e.g. a server group hint): body in, body out.
-        self.rewrite_create: list[RewriteCreate] = []
+        self.rewrite_create = tuple(rewrite_create)
         self._inflight: dict[str, asyncio.Task] = {}
         self._zones: dict[tuple[str, str], tuple[float, str]] = {}
 

@@ -15,9 +15,14 @@ import re
 from urllib.parse import parse_qs
 
 from isthmus.gateway import images
+from isthmus.gateway.apis import Routed
+from isthmus.gateway.call import Call
 from isthmus.gateway.faults import Fault
-from isthmus.gateway.pools import AdmissionPool, Busy
-from isthmus.gateway.quotas import QuotaGuard, Reservations
+from isthmus.gateway.forwarding import Forwarder
+from isthmus.gateway.pools import AdmissionPool, BoundedPool, Busy
+from isthmus.gateway.proxy import Reply
+from isthmus.gateway.quotas import QuotaGuard
+from isthmus.gateway.routing import Router
 from isthmus.gateway.sync import (
     FLAVOR_SYNC,
     KEYPAIR_SYNC,
@@ -32,149 +37,138 @@ from isthmus.jobs import JobContext, JobStore
 LOG = logging.getLogger(__name__)
 
 
-def install(gateway, conf, engine, session) -> None:
-    store = JobStore(engine)
-    quota_guard = QuotaGuard(gateway.settings, gateway.router, gateway.fwd, gateway.background, Reservations(engine))
+class GlobalObjects:
+    """The write hooks that spread global objects (each write enqueues one sync job),
+    the inline volume-type copy before a volume create, and the service-credential
+    check that a routed object is really gone."""
 
-    def enqueue(job_type: str, resource_id: str, project_id: str | None, payload: dict | None = None):
-        async def run() -> None:
-            await gateway.background.run(store.enqueue, job_type, resource_id, project_id=project_id,
-                                         payload=payload or {})
-        return run()
+    def __init__(self, router: Router, fwd: Forwarder, background: BoundedPool, store: JobStore,
+                 quotas: QuotaGuard, session) -> None:
+        self.router = router
+        self.fwd = fwd
+        self.background = background
+        self.store = store
+        self.quotas = quotas
+        self.session = session
 
-    async def flavors(call, region, reply) -> None:
+    async def _enqueue(self, job_type: str, resource_id: str, project_id: str | None, payload: dict) -> None:
+        await self.background.run(self.store.enqueue, job_type, resource_id, project_id=project_id, payload=payload)
+
+    # --- write hooks (after a successful write at the master region) ------------------
+    async def flavor_written(self, call: Call, region: str, reply: Reply) -> None:
         segs = call.segments
         flavor_id = segs[1] if len(segs) > 1 else ((reply.json() or {}).get("flavor") or {}).get("id")
         if flavor_id:
-            await enqueue(FLAVOR_SYNC, flavor_id, None, {"master": region})
+            await self._enqueue(FLAVOR_SYNC, flavor_id, None, {"master": region})
 
-    async def keypairs(call, region, reply) -> None:
+    async def keypair_written(self, call: Call, region: str, reply: Reply) -> None:
         segs = call.segments
         doc = (reply.json() or {}).get("keypair") or {}
         user = keypair_owner(call.method, call.request.query_string, call.identity, doc)
         name = segs[1] if len(segs) > 1 else doc.get("name")
         if name:
-            await enqueue(KEYPAIR_SYNC, f"{user}/{name}", call.identity.project_id, {"master": region})
+            await self._enqueue(KEYPAIR_SYNC, f"{user}/{name}", call.identity.project_id, {"master": region})
 
-    async def quotas(call, region, reply) -> None:
+    async def compute_quotas_written(self, call: Call, region: str, reply: Reply) -> None:
         if len(call.segments) > 1:
-            quota_guard.limits_changed("compute", call.segments[1])
-            await enqueue(QUOTA_SYNC, call.segments[1], call.segments[1], {"master": region})
+            self.quotas.limits_changed("compute", call.segments[1])
+            await self._enqueue(QUOTA_SYNC, call.segments[1], call.segments[1], {"master": region})
 
-    async def volume_types(call, region, reply) -> None:
+    async def volume_quotas_written(self, call: Call, region: str, reply: Reply) -> None:
+        if len(call.segments) > 1:
+            self.quotas.limits_changed("volume", call.segments[1])
+            await self._enqueue(QUOTA_SYNC, f"volume/{call.segments[1]}", call.segments[1],
+                                {"master": region, "service": "volume"})
+
+    async def volume_type_written(self, call: Call, region: str, reply: Reply) -> None:
         doc = reply.json() if reply.body else None
         type_id = call.segments[1] if len(call.segments) > 1 else ((doc or {}).get("volume_type") or {}).get("id")
         if type_id:
             name = ((doc or {}).get("volume_type") or {}).get("name", "")
-            await enqueue(VOLUME_TYPE_SYNC, type_id, None, {"name": name, "master": region})
+            await self._enqueue(VOLUME_TYPE_SYNC, type_id, None, {"name": name, "master": region})
 
-    gateway.write_hooks.setdefault(("compute", "flavors"), []).append(flavors)
-    gateway.write_hooks.setdefault(("compute", "os-keypairs"), []).append(keypairs)
-    gateway.write_hooks.setdefault(("compute", "os-quota-sets"), []).append(quotas)
-    gateway.write_hooks.setdefault(("volume", "types"), []).append(volume_types)
-
-    async def volume_quotas(call, region, reply) -> None:
-        if len(call.segments) > 1:
-            quota_guard.limits_changed("volume", call.segments[1])
-            await enqueue(QUOTA_SYNC, f"volume/{call.segments[1]}", call.segments[1],
-                          {"master": region, "service": "volume"})
-
-    gateway.write_hooks.setdefault(("volume", "os-quota-sets"), []).append(volume_quotas)
-
-    async def volume_type_in_region(call, spec, region, volume) -> None:
+    # --- before a create ----------------------------------------------------------
+    async def volume_type_in_region(self, call: Call, spec: Routed, region: str, volume: dict) -> None:
         """A volume type created at the master exists in the target region before the create."""
         wanted = volume.get("volume_type")
         if spec.kind != "volume" or not wanted:
             return
-        master = await gateway.router.master_region()
+        master = await self.router.master_region()
         if region == master:
             return
         # Service credentials act only on a type the caller's own token can read.
-        if not await _caller_sees_volume_type(gateway, call, master, str(wanted)):
+        if not await _caller_sees_volume_type(self.fwd, call, master, str(wanted)):
             return  # Cinder answers for a type the caller may not use
         ctx = JobContext("inline", VOLUME_TYPE_SYNC, str(wanted), None,
                          {"master": master, "only": region, "name": str(wanted), "inline": True}, 1)
         try:
-            await gateway.background.run(sync_volume_type, Regions.fixed(session, lambda: [master, region]), ctx)
+            await self.background.run(sync_volume_type, Regions.fixed(self.session, lambda: [master, region]), ctx)
         except Exception as err:  # noqa: BLE001 - Cinder reports an unknown type itself
             LOG.warning("%s: syncing volume type %s to %s failed: %s", call.request_id, wanted, region, err)
 
-    gateway.before_create.append(volume_type_in_region)
-
-    async def confirm_absent(api: str, region: str, path: str) -> bool:
-        service = Regions.fixed(session, lambda: [region])
-        reply = await gateway.background.run(service.call, "GET", region, api, path)
+    # --- a routed object answered 404 -----------------------------------------------
+    async def confirm_absent(self, api: str, region: str, path: str) -> bool:
+        service = Regions.fixed(self.session, lambda: [region])
+        reply = await self.background.run(service.call, "GET", region, api, path)
         return reply.status_code == 404
 
-    gateway.confirm_absent = confirm_absent
 
-    async def quota_sets(call):
-        segs = call.segments
-        if call.method == "GET" and len(segs) == 3 and segs[2] == "detail":
-            return await quota_guard.usage_summed(call, "quota_set")
-        return await gateway.to_master(call)
+class ImageCopies:
+    """Before a boot in a region other than the master: the flavor synced there
+    now and each image copied there (``[gateway] replicate_images``)."""
 
-    async def limits(call):
-        if call.method == "GET" and len(call.segments) == 1:
-            return await quota_guard.usage_summed(call, "limits")
-        return await gateway.to_master(call)
-
-    gateway.local_handlers[("compute", "os-quota-sets")] = quota_sets
-    gateway.local_handlers[("compute", "limits")] = limits
-    gateway.local_handlers[("volume", "limits")] = limits  # Cinder's usage summed over regions too
-
-    if conf.gateway.replicate_images:
+    def __init__(self, conf, router: Router, fwd: Forwarder, background: BoundedPool, session) -> None:
+        self.router = router
+        self.fwd = fwd
+        self.background = background
+        self.session = session
+        self.interface = conf.service_credentials.interface
+        self.timeout = conf.gateway.image_copy_timeout
         # Image copies get their own pool, bounded and refusing when full: a burst of
         # large copies never stalls the quota checks and DB writes of other tenants.
-        image_copies = AdmissionPool(conf.gateway.image_copy_workers, conf.gateway.image_copy_queue,
-                                     "gateway-images")
+        self.pool = AdmissionPool(conf.gateway.image_copy_workers, conf.gateway.image_copy_queue, "gateway-images")
 
-        async def copy_images(call, spec, region, server) -> None:
-            if spec.kind != "server":
-                return
-            master = await gateway.router.master_region()
-            if region == master:
-                return
-            flavor = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
-            if flavor and not _SAFE_ID.match(flavor):
-                raise Fault(400, f"Invalid input for field/attribute flavorRef: {flavor!r} is not a flavor id.")
-            # Service credentials act only on what the caller may use with its own
-            # token: a flavor it can see at the master, an image it can see there.
-            if flavor and await _caller_sees(gateway, call, master, "flavors", flavor):
-                # The flavor job may not have run yet: make this one region match now
-                # (inline: it only ever creates; a user request never deletes anything).
-                ctx = JobContext("inline", FLAVOR_SYNC, flavor, None,
-                                 {"master": master, "only": region, "inline": True}, 1)
-                try:
-                    await gateway.background.run(sync_flavor, Regions.fixed(session, lambda: [master, region]), ctx)
-                except Exception as err:  # noqa: BLE001 - logged; Nova reports a missing flavor itself
-                    LOG.warning("%s: syncing flavor %s to %s failed: %s", call.request_id, flavor, region, err)
-            for image_id in images.image_refs(server):
-                if not images.is_image_id(image_id):
-                    raise Fault(400, f"Invalid input for field/attribute imageRef: {image_id!r} is not an image id.")
-                interface = conf.service_credentials.interface
-                try:
-                    if not await gateway.background.run(images.visible_to, session, image_id, master,
-                                                   call.identity.token, interface):
-                        continue  # not the caller's to use: Nova answers for it
-                    await asyncio.wait_for(
-                        image_copies.run(images.ensure_image, session, image_id, master, region, interface),
-                        conf.gateway.image_copy_timeout)
-                except Busy:
-                    raise Fault(503, f"Too many image copies to {region} under way; retry later.") from None
-                except TimeoutError:
-                    raise Fault(503, f"The copy of image {image_id} to {region} is still under way; "
-                                     "retry later.") from None
-                except Exception as err:  # noqa: BLE001 - Nova reports a missing image itself
-                    LOG.warning("%s: copying image %s to %s failed: %s", call.request_id, image_id, region, err)
-        gateway.before_create.append(copy_images)
+    async def copy_images(self, call: Call, spec: Routed, region: str, server: dict) -> None:
+        if spec.kind != "server":
+            return
+        master = await self.router.master_region()
+        if region == master:
+            return
+        flavor = str(server.get("flavorRef") or "").rstrip("/").rsplit("/", 1)[-1]
+        if flavor and not _SAFE_ID.match(flavor):
+            raise Fault(400, f"Invalid input for field/attribute flavorRef: {flavor!r} is not a flavor id.")
+        # Service credentials act only on what the caller may use with its own
+        # token: a flavor it can see at the master, an image it can see there.
+        if flavor and await _caller_sees(self.fwd, call, master, "flavors", flavor):
+            await self._sync_flavor(call, flavor, master, region)
+        for image_id in images.image_refs(server):
+            if not images.is_image_id(image_id):
+                raise Fault(400, f"Invalid input for field/attribute imageRef: {image_id!r} is not an image id.")
+            await self._copy_image(call, image_id, master, region)
 
-    # Instances, cores and RAM (volumes, gigabytes) count across every region
-    # against the master's limits, reserved so concurrent creates cannot overshoot.
-    # Last of the checks: a reservation lives from forwarding time, not from before
-    # a long image copy (its lifetime is the request timeout).
-    gateway.before_create.append(quota_guard.admit)
+    async def _sync_flavor(self, call: Call, flavor: str, master: str, region: str) -> None:
+        """The flavor job may not have run yet: make this one region match now
+        (inline: it only ever creates; a user request never deletes anything)."""
+        ctx = JobContext("inline", FLAVOR_SYNC, flavor, None, {"master": master, "only": region, "inline": True}, 1)
+        try:
+            await self.background.run(sync_flavor, Regions.fixed(self.session, lambda: [master, region]), ctx)
+        except Exception as err:  # noqa: BLE001 - logged; Nova reports a missing flavor itself
+            LOG.warning("%s: syncing flavor %s to %s failed: %s", call.request_id, flavor, region, err)
 
+    async def _copy_image(self, call: Call, image_id: str, master: str, region: str) -> None:
+        try:
+            if not await self.background.run(images.visible_to, self.session, image_id, master,
+                                             call.identity.token, self.interface):
+                return  # not the caller's to use: Nova answers for it
+            await asyncio.wait_for(
+                self.pool.run(images.ensure_image, self.session, image_id, master, region, self.interface),
+                self.timeout)
+        except Busy:
+            raise Fault(503, f"Too many image copies to {region} under way; retry later.") from None
+        except TimeoutError:
+            raise Fault(503, f"The copy of image {image_id} to {region} is still under way; retry later.") from None
+        except Exception as err:  # noqa: BLE001 - Nova reports a missing image itself
+            LOG.warning("%s: copying image %s to %s failed: %s", call.request_id, image_id, region, err)
 
 
 # Nova flavor ids: any string, but only these characters ever reach a URL here.
@@ -193,18 +187,18 @@ def keypair_owner(method: str, query_string: str, identity, reply: dict) -> str:
     return identity.user_id
 
 
-async def _caller_sees_volume_type(gateway, call, region: str, wanted: str) -> bool:
+async def _caller_sees_volume_type(fwd: Forwarder, call: Call, region: str, wanted: str) -> bool:
     """Whether the caller's token lists the type (by id or name) at ``region``:
     Cinder's GET by id takes no name, and a list shows a user exactly the public
     types and the private ones shared with its project."""
-    reply = await gateway.fwd.forward(call, region, "GET", call.rel_for("types"), body=b"", query="is_public=None")
+    reply = await fwd.forward(call, region, "GET", call.rel_for("types"), body=b"", query="is_public=None")
     if reply.status != 200:
         return False
     return any(wanted in (t.get("id"), t.get("name")) for t in (reply.json() or {}).get("volume_types") or [])
 
 
-async def _caller_sees(gateway, call, region: str, collection: str, object_id: str) -> bool:
+async def _caller_sees(fwd: Forwarder, call: Call, region: str, collection: str, object_id: str) -> bool:
     """Whether the caller's own token can read the object (service credentials
     then act on it, never on what the caller could not see)."""
-    reply = await gateway.fwd.forward(call, region, "GET", call.rel_for(collection, object_id), body=b"", query="")
+    reply = await fwd.forward(call, region, "GET", call.rel_for(collection, object_id), body=b"", query="")
     return reply.status == 200

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
@@ -25,15 +25,16 @@ RewriteReply = Callable[[Call, Routed, Reply], Awaitable[Reply]]
 
 
 class MemberCalls:
-    def __init__(self, settings: Settings, router: Router, fwd: Forwarder) -> None:
+    def __init__(self, settings: Settings, router: Router, fwd: Forwarder,
+                 rewrite_reply: Sequence[RewriteReply] = (), confirm_absent: ConfirmAbsent | None = None) -> None:
         self.settings = settings
         self.router = router
         self.fwd = fwd
+        # Rewrite a region's reply before it is rendered (e.g. a copy's id back to the gateway's).
+        self.rewrite_reply = tuple(rewrite_reply)
         # A 404 through the caller's token may only mean "not yours": only this
         # (service credentials) may confirm an object is gone.
-        self.confirm_absent: ConfirmAbsent | None = None
-        # Rewrite a region's reply before it is rendered (e.g. a copy's id back to the gateway's).
-        self.rewrite_reply: list[RewriteReply] = []
+        self.confirm_absent = confirm_absent
 
     async def handle(self, call: Call, spec: Routed) -> web.Response:
         segs = call.segments

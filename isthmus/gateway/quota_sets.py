@@ -17,8 +17,16 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
+from aiohttp import web
+
+from isthmus.gateway.call import Call
+from isthmus.gateway.core import MasterRegion
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.pools import BoundedPool
+from isthmus.gateway.proxy import Reply
+from isthmus.gateway.quotas import QuotaGuard
 from isthmus.gateway.sync import USER_QUOTA_SYNC
+from isthmus.jobs import JobStore
 
 LOG = logging.getLogger(__name__)
 
@@ -72,33 +80,43 @@ def wants_usage(query_string: str) -> bool:
     return strutils.bool_from_string(values[-1])
 
 
-def install(gateway, engine) -> None:
-    from isthmus.gateway.quotas import QuotaGuard, Reservations
-    from isthmus.jobs import JobStore
+class QuotaViews:
+    """``os-quota-sets`` and ``limits`` as one cloud: usage summed over regions
+    (Nova's ``/detail``, Cinder's ``?usage=true``, ``limits``), everything else
+    (limits, defaults, writes) at the master region."""
 
-    store = JobStore(engine)
-    # Only its usage_summed (Cinder's usage view, as Nova's /detail); admission is globals'.
-    usage = QuotaGuard(gateway.settings, gateway.router, gateway.fwd, gateway.background, Reservations(engine))
-    handle_volume_quota_sets = gateway.local_handlers.get(("volume", "os-quota-sets"), gateway.to_master)
+    def __init__(self, quotas: QuotaGuard, master: MasterRegion) -> None:
+        self.quotas = quotas
+        self.master = master
 
-    async def volume_quota_sets(call):
-        if call.method == "GET" and len(call.segments) == 2 and wants_usage(call.request.query_string):
-            return await usage.usage_summed(call, "quota_set")
-        return await handle_volume_quota_sets(call)
-    handle_quota_sets = gateway.local_handlers.get(("compute", "os-quota-sets"), gateway.to_master)
-
-    async def quota_sets(call):
+    async def compute_quota_sets(self, call: Call) -> web.StreamResponse:
         checked_user_id(call.request.query_string)
-        return await handle_quota_sets(call)
+        segs = call.segments
+        if call.method == "GET" and len(segs) == 3 and segs[2] == "detail":
+            return await self.quotas.usage_summed(call, "quota_set")
+        return await self.master.forward(call)
 
-    async def user_quotas(call, region, reply) -> None:
+    async def volume_quota_sets(self, call: Call) -> web.StreamResponse:
+        if call.method == "GET" and len(call.segments) == 2 and wants_usage(call.request.query_string):
+            return await self.quotas.usage_summed(call, "quota_set")
+        return await self.master.forward(call)
+
+    async def limits(self, call: Call) -> web.StreamResponse:
+        if call.method == "GET" and len(call.segments) == 1:
+            return await self.quotas.usage_summed(call, "limits")
+        return await self.master.forward(call)
+
+
+class UserQuotaJobs:
+    """The write hook that gives every region a user's limits once the master took them."""
+
+    def __init__(self, store: JobStore, background: BoundedPool) -> None:
+        self.store = store
+        self.background = background
+
+    async def written(self, call: Call, region: str, reply: Reply) -> None:
         write = user_quota_write(call.segments, call.request.query_string, call.method, call.body)
         if write is not None:
-            await gateway.background.run(store.enqueue, USER_QUOTA_SYNC, job_resource(write),
-                                         project_id=write.project_id,
-                                         payload={"master": region, "keys": list(write.keys),
-                                                  "deleted": write.deleted})
-
-    gateway.local_handlers[("compute", "os-quota-sets")] = quota_sets
-    gateway.local_handlers[("volume", "os-quota-sets")] = volume_quota_sets
-    gateway.write_hooks.setdefault(("compute", "os-quota-sets"), []).append(user_quotas)
+            await self.background.run(self.store.enqueue, USER_QUOTA_SYNC, job_resource(write),
+                                      project_id=write.project_id,
+                                      payload={"master": region, "keys": list(write.keys), "deleted": write.deleted})

@@ -30,8 +30,13 @@ from typing import Any
 from aiohttp import web
 
 from isthmus.gateway.apis import COMPUTE, Routed
+from isthmus.gateway.call import Settings
+from isthmus.gateway.core import MasterRegion
 from isthmus.gateway.faults import Fault
+from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.proxy import Reply
+from isthmus.gateway.routing import Router
+from isthmus.gateway.versions import Versions
 
 LOG = logging.getLogger(__name__)
 
@@ -113,15 +118,15 @@ def affinity_conflict(policy: str, target: str, members_by_region: dict[str, tup
 
 
 class ServerGroups:
-    def __init__(self, gateway) -> None:
-        self.gateway = gateway
+    def __init__(self, settings: Settings, router: Router, fwd: Forwarder, versions: Versions,
+                 master: MasterRegion) -> None:
+        self.settings = settings
+        self.router = router
+        self.fwd = fwd
+        self.versions = versions
+        self.master = master  # creates (and Nova's 404/405s) are the master's
         self._making: dict[tuple[str, str], asyncio.Lock] = {}
         self._tops: dict[str, str] = {}  # copy id -> gateway id (a copy's id never changes)
-
-    def install(self) -> None:
-        self.gateway.local_handlers[("compute", "os-server-groups")] = self.handle
-        self.gateway.rewrite_create.append(self.rewrite_hint)
-        self.gateway.rewrite_reply.append(self.server_groups_of_server)
 
     # --- a server's own view (2.71+: "server_groups") --------------------------------------
     async def server_groups_of_server(self, call, spec: Routed, reply: Reply) -> Reply:
@@ -141,7 +146,7 @@ class ServerGroups:
 
     async def _top_of(self, group_id: str) -> str:
         if group_id not in self._tops:
-            top = await self.gateway.router.top_of(KIND, group_id)
+            top = await self.router.top_of(KIND, group_id)
             if top is None:
                 return group_id  # the master's own group (or one made in the region)
             self._tops[group_id] = top
@@ -156,22 +161,22 @@ class ServerGroups:
             return await self._show(call, segs[1])
         if len(segs) == 2 and method == "DELETE":
             return await self._delete(call, segs[1])
-        return await self.gateway.to_master(call)  # create (and Nova's 404/405s)
+        return await self.master.forward(call)  # create (and Nova's 404/405s)
 
     async def _show(self, call, group_id: str) -> web.StreamResponse:
-        master = await self.gateway.router.master_region()
-        reply = await self.gateway.fwd.forward(call, master, "GET", call.rel, body=b"")
+        master = await self.router.master_region()
+        reply = await self.fwd.forward(call, master, "GET", call.rel, body=b"")
         if reply.status != 200:
-            return self.gateway.fwd.render(call, reply, master)
+            return self.fwd.render(call, reply, master)
         doc = reply.json()
         merge_members(doc["server_group"], await self._copy_members(call, group_id))
         return self._json(call, doc)
 
     async def _list(self, call) -> web.StreamResponse:
-        master = await self.gateway.router.master_region()
-        reply = await self.gateway.fwd.forward(call, master, "GET", call.rel, body=b"")
+        master = await self.router.master_region()
+        reply = await self.fwd.forward(call, master, "GET", call.rel, body=b"")
         if reply.status != 200:
-            return self.gateway.fwd.render(call, reply, master)
+            return self.fwd.render(call, reply, master)
         doc = reply.json()
         groups = [g for g in doc.get("server_groups") or [] if isinstance(g, dict) and g.get("id")]
         extras = await asyncio.gather(*(self._copy_members(call, g["id"]) for g in groups))
@@ -180,20 +185,20 @@ class ServerGroups:
         return self._json(call, doc)
 
     async def _delete(self, call, group_id: str) -> web.StreamResponse:
-        master = await self.gateway.router.master_region()
+        master = await self.router.master_region()
         # The caller must be able to see the group at the master before its copies go.
-        seen = await self.gateway.fwd.forward(call, master, "GET", call.rel_for("os-server-groups", group_id),
+        seen = await self.fwd.forward(call, master, "GET", call.rel_for("os-server-groups", group_id),
                                               body=b"", query="")
         if seen.status != 200:
-            return self.gateway.fwd.render(call, seen, master)
-        for region, copy_id in (await self.gateway.router.copies(KIND, group_id)).items():
-            reply = await self.gateway.fwd.forward(call, region, "DELETE", call.rel_for("os-server-groups", copy_id),
+            return self.fwd.render(call, seen, master)
+        for region, copy_id in (await self.router.copies(KIND, group_id)).items():
+            reply = await self.fwd.forward(call, region, "DELETE", call.rel_for("os-server-groups", copy_id),
                                                    body=b"", query="")
             if reply.status not in (204, 404):
-                return self.gateway.fwd.render(call, reply, region)
-            await self.gateway.router.forget_copy(KIND, group_id, region)
-        reply = await self.gateway.fwd.forward(call, master, "DELETE", call.rel, body=b"")
-        return self.gateway.fwd.render(call, reply, master)
+                return self.fwd.render(call, reply, region)
+            await self.router.forget_copy(KIND, group_id, region)
+        reply = await self.fwd.forward(call, master, "DELETE", call.rel, body=b"")
+        return self.fwd.render(call, reply, master)
 
     async def _copy_members(self, call, group_id: str) -> list[str]:
         """Members of the group's regional copies (a region that is down is skipped)."""
@@ -203,12 +208,12 @@ class ServerGroups:
         return members
 
     async def _members_by_region(self, call, group_id: str) -> dict[str, tuple[str, ...]]:
-        copies = await self.gateway.router.copies(KIND, group_id)
+        copies = await self.router.copies(KIND, group_id)
 
         async def one(region: str, copy_id: str) -> tuple[str, ...]:
             try:
-                reply = await self.gateway.fwd.forward(call, region, "GET", call.rel_for("os-server-groups", copy_id),
-                                                       body=b"", query="", timeout=self.gateway.settings.list_timeout)
+                reply = await self.fwd.forward(call, region, "GET", call.rel_for("os-server-groups", copy_id),
+                                                       body=b"", query="", timeout=self.settings.list_timeout)
             except Fault as err:
                 LOG.warning("%s: members of group %s in %s unknown: %s", call.request_id, group_id, region,
                             err.message)
@@ -219,7 +224,7 @@ class ServerGroups:
         return dict(zip(copies, found, strict=True))
 
     def _json(self, call, doc: dict) -> web.Response:
-        text = self.gateway.fwd.rewriter(call).text(json.dumps(doc))
+        text = self.fwd.rewriter(call).text(json.dumps(doc))
         return web.Response(status=200, body=text.encode(), content_type="application/json")
 
     # --- the group hint of a server create ------------------------------------------------
@@ -239,12 +244,12 @@ class ServerGroups:
 
     async def _regional_group(self, call, region: str, hint: GroupHint) -> str | None:
         """The id the hint must name in ``region`` (None: leave it as it is)."""
-        master = await self.gateway.router.master_region()
+        master = await self.router.master_region()
         policy_call = await self._policy_call(call)
         # A master that is down is a 503 here (creates read the flavor there too).
-        reply = await self.gateway.fwd.forward(policy_call, master, "GET",
+        reply = await self.fwd.forward(policy_call, master, "GET",
                                                call.rel_for("os-server-groups", hint.group_id), body=b"", query="",
-                                               timeout=self.gateway.settings.list_timeout)
+                                               timeout=self.settings.list_timeout)
         if reply.status != 200:
             return None  # not a gateway group the caller can see: the region's Nova answers
         group = group_spec(reply.json())
@@ -265,7 +270,7 @@ class ServerGroups:
 
     async def _policy_call(self, call):
         """The call at 2.64 (policy, rules, project_id) if every region supports it."""
-        supported = await self.gateway.supported(COMPUTE)
+        supported = await self.versions.supported(COMPUTE)
         if call.version < POLICY_VERSION and POLICY_VERSION in supported:
             return dataclasses.replace(call, version=POLICY_VERSION)
         return call
@@ -274,9 +279,9 @@ class ServerGroups:
         """The id of the group's copy in ``region``, created there on first use."""
         lock = self._making.setdefault((group_id, region), asyncio.Lock())
         async with lock:
-            known = (await self.gateway.router.copies(KIND, group_id)).get(region)
+            known = (await self.router.copies(KIND, group_id)).get(region)
             if known:
-                reply = await self.gateway.fwd.forward(call, region, "GET", call.rel_for("os-server-groups", known),
+                reply = await self.fwd.forward(call, region, "GET", call.rel_for("os-server-groups", known),
                                                        body=b"", query="")
                 if reply.status == 200:
                     return known
@@ -285,9 +290,9 @@ class ServerGroups:
                                      f"({reply.status}).")
                 LOG.info("%s: copy %s of group %s is gone from %s; making another", call.request_id, known,
                          group_id, region)
-                await self.gateway.router.forget_copy(KIND, group_id, region)
+                await self.router.forget_copy(KIND, group_id, region)
             body = copy_body(group, call.version >= POLICY_VERSION)
-            made = await self.gateway.fwd.forward(call, region, "POST", call.rel_for("os-server-groups"),
+            made = await self.fwd.forward(call, region, "POST", call.rel_for("os-server-groups"),
                                                   body=json.dumps(body).encode(), query="")
             if made.status != 200:  # e.g. the region's server_groups quota (403)
                 raise Fault(made.status if 400 <= made.status < 500 else 503,
@@ -295,7 +300,7 @@ class ServerGroups:
                             f"{fault_message(made)}")
             copy_id = made.json()["server_group"]["id"]
             try:
-                winner = await self.gateway.router.record_copy(KIND, group_id, copy_id, region,
+                winner = await self.router.record_copy(KIND, group_id, copy_id, region,
                                                                call.identity.project_id)
             except Exception:
                 await self._drop(call, region, copy_id)
@@ -306,7 +311,7 @@ class ServerGroups:
 
     async def _drop(self, call, region: str, copy_id: str) -> None:
         try:
-            await self.gateway.fwd.forward(call, region, "DELETE", call.rel_for("os-server-groups", copy_id),
+            await self.fwd.forward(call, region, "DELETE", call.rel_for("os-server-groups", copy_id),
                                            body=b"", query="")
         except Fault:
             LOG.error("%s: unrecorded copy %s in %s could not be deleted", call.request_id, copy_id, region)
@@ -319,9 +324,3 @@ def fault_message(reply) -> str:
         return str(next(iter(doc.values()))["message"])
     except (ValueError, TypeError, KeyError, StopIteration, AttributeError):
         return f"status {reply.status}"
-
-
-def install(gateway) -> ServerGroups:
-    groups = ServerGroups(gateway)
-    groups.install()
-    return groups

@@ -30,9 +30,11 @@ def build(conf):
     """The Gateway object for a parsed configuration (no I/O until served)."""
     from isthmus.db import make_engine
     from isthmus.db.migration import require_current
+    from isthmus.gateway import surface
     from isthmus.gateway.app import Gateway, Settings
     from isthmus.gateway.auth import KeystoneValidator
     from isthmus.gateway.catalog import Catalog, keystone_loader
+    from isthmus.gateway.core import Core
     from isthmus.gateway.idempotency import CreateLedger
     from isthmus.gateway.proxy import Upstream
     from isthmus.gateway.routing import Router
@@ -58,15 +60,11 @@ def build(conf):
                         catalog_ttl=g.catalog_ttl, max_request_body=g.max_request_body,
                         stream_replies_over=g.stream_replies_over,
                         quota_unreachable_region=g.quota_unreachable_region)
-    ledger = CreateLedger(engine, stale_after=g.request_timeout + 30)
-    gateway = Gateway(settings, router, catalog,
-                      Upstream(g.connection_limit, g.per_region_limit, g.breaker_cooldown,
-                               breaker_threshold=g.breaker_threshold), KeystoneValidator(conf),
-                      ledger)
-    from isthmus.gateway import globals as global_objects
-    global_objects.install(gateway, conf, engine, session)
-    from isthmus.gateway import surface
-    surface.install(gateway, engine)
+    upstream = Upstream(g.connection_limit, g.per_region_limit, g.breaker_cooldown,
+                        breaker_threshold=g.breaker_threshold)
+    core = Core.build(settings, router, catalog, upstream)
+    gateway = Gateway(core, KeystoneValidator(conf), surface.declare(core, conf, engine, session),
+                      CreateLedger(engine, stale_after=g.request_timeout + 30))
     return gateway
 
 

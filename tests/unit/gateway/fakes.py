@@ -16,9 +16,11 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from isthmus.db import make_engine
 from isthmus.gateway import schema as gateway_schema
+from isthmus.gateway import surface
 from isthmus.gateway.app import Gateway, Settings
 from isthmus.gateway.auth import Identity, Unauthorized
 from isthmus.gateway.catalog import Catalog
+from isthmus.gateway.core import Core
 from isthmus.gateway.idempotency import CreateLedger
 from isthmus.gateway.proxy import Upstream
 from isthmus.gateway.routing import Router
@@ -159,17 +161,16 @@ async def start(tmp_path, regions: list[FakeNova], serve_regions: bool = True,
                             for n in regions]}, None
 
     catalog = Catalog(load, "public", {"CentralRegion"}, ttl=300)
-    gateway = Gateway(Settings(list_timeout=1.0, request_timeout=2.0, **settings),
+    core = Core.build(Settings(list_timeout=1.0, request_timeout=2.0, **settings),
                       Router(registry, "CentralRegion", regions[0].region if regions else None), catalog,
-                      Upstream(breaker_threshold=1),  # one timeout opens it: the tests stay short
-                      FakeValidator(),
-                      CreateLedger(engine, stale_after=5.0))
+                      Upstream(breaker_threshold=1))  # one timeout opens it: the tests stay short
     by_region = {n.region: n for n in regions}
 
     async def confirm_absent(api, region, path):  # what service credentials see: every project's servers
         return path.rsplit("/", 1)[-1] not in by_region[region].servers
 
-    gateway.confirm_absent = confirm_absent
+    gateway = Gateway(core, FakeValidator(), surface.minimal(core, confirm_absent),
+                      CreateLedger(engine, stale_after=5.0))
     client = TestClient(TestServer(gateway.make_app()))
     await client.start_server()
     return client, gateway, servers

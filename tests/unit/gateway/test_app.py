@@ -79,7 +79,7 @@ async def test_cold_marker_uses_sort_values(env):
         two.add(f"b{i}")
     full = await (await client.get("/compute/v2.1/servers/detail", headers=USER)).json()
     ids = [s["id"] for s in full["servers"]]
-    gateway.cursors = type(gateway.cursors)()  # another process: nothing cached
+    gateway.lists.cursors = type(gateway.lists.cursors)()  # another process: nothing cached
     doc = await (await client.get(f"/compute/v2.1/servers/detail?marker={ids[2]}&limit=2", headers=USER)).json()
     assert [s["id"] for s in doc["servers"]] == ids[3:5]
 
