@@ -21,7 +21,7 @@ from aiohttp import web
 
 from isthmus.gateway.apis import COMPUTE
 from isthmus.gateway.call import Settings
-from isthmus.gateway.faults import Fault
+from isthmus.gateway.faults import Fault, integer_at_least
 from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.routing import Router
 from isthmus.gateway.versions import Versions
@@ -54,13 +54,8 @@ def shown(aggregate: dict, number: int, pod: Pod | None, with_uuid: bool) -> dic
 
 def gateway_number(raw: str) -> int:
     """The aggregate id of a URL (400 naming it when it is not a number)."""
-    try:
-        number = int(raw)
-    except ValueError:
-        raise Fault(400, f"Invalid input for field/attribute id: {raw!r} is not an aggregate id.") from None
-    if number < 1:
-        raise Fault(400, f"Invalid input for field/attribute id: {raw!r} is not an aggregate id.")
-    return number
+    refusal = f"Invalid input for field/attribute id: {raw!r} is not an aggregate id."
+    return integer_at_least(raw, 1, refusal, refusal)
 
 
 class Aggregates:

@@ -30,3 +30,14 @@ def body(status: int, message: str) -> dict:
 def response(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(status=status, body=json.dumps(body(status, message)).encode(),
                         content_type="application/json", headers=headers)
+
+
+def integer_at_least(raw: str, minimum: int, not_integer: str, too_small: str) -> int:
+    """A number from a URL or a query (``limit``, an aggregate id): the client's 400 otherwise."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Fault(400, not_integer) from None
+    if value < minimum:
+        raise Fault(400, too_small)
+    return value

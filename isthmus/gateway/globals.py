@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs
 
 from isthmus.gateway import images
@@ -37,19 +39,18 @@ from isthmus.jobs import JobContext, JobStore
 LOG = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class GlobalObjects:
     """The write hooks that spread global objects (each write enqueues one sync job),
     the inline volume-type copy before a volume create, and the service-credential
     check that a routed object is really gone."""
 
-    def __init__(self, router: Router, fwd: Forwarder, background: BoundedPool, store: JobStore,
-                 quotas: QuotaGuard, session) -> None:
-        self.router = router
-        self.fwd = fwd
-        self.background = background
-        self.store = store
-        self.quotas = quotas
-        self.session = session
+    router: Router
+    fwd: Forwarder
+    background: BoundedPool
+    store: JobStore
+    quotas: QuotaGuard  # a write of a project's limits resets its cached limits
+    session: Any  # keystoneauth session of the service credentials
 
     async def _enqueue(self, job_type: str, resource_id: str, project_id: str | None, payload: dict) -> None:
         await self.background.run(self.store.enqueue, job_type, resource_id, project_id=project_id, payload=payload)

@@ -15,7 +15,7 @@ from multidict import MultiDict
 from isthmus.gateway import listing
 from isthmus.gateway.apis import Routed
 from isthmus.gateway.call import Call, Settings, owner
-from isthmus.gateway.faults import Fault
+from isthmus.gateway.faults import Fault, integer_at_least
 from isthmus.gateway.forwarding import Forwarder
 from isthmus.gateway.proxy import Reply
 from isthmus.gateway.routing import Router
@@ -148,10 +148,4 @@ def _non_negative(param: str, raw: str | None) -> int:
     """A ``limit``/``offset`` query value (absent: 0); anything else is the client's 400."""
     if raw is None:
         return 0
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Fault(400, f"{param} must be an integer, not {raw!r}.") from None
-    if value < 0:
-        raise Fault(400, f"{param} must be >= 0.")
-    return value
+    return integer_at_least(raw, 0, f"{param} must be an integer, not {raw!r}.", f"{param} must be >= 0.")
