@@ -65,6 +65,8 @@ from isthmus.sandbox.nova import compute_host
 VM_OWNER = "compute:nova"
 EVENT_JOBS = ("port_sync", "sg_member_sync")
 FLOOR_CHUNK = 200  # ports per bulk POST of the floor: the worker's port_sync batch size
+FULL_LIST_SECONDS = 10.0  # the shadow watcher lists everything this often, the awaited ones in between
+AWAITED_PER_LIST = 100  # ids per list of awaited shadows (the URL stays a few KB)
 MEMBER_RULE_TAG = "isthmus:member-of:"  # the /32 member rules of the previous release
 XJOB_AGENT = "isthmus-xjob"  # user agents the Isthmus clients send (isthmus/clients/regions.py)
 LOCAL_AGENT = "isthmus-local"
@@ -240,8 +242,10 @@ class ShadowWatcher:
     """Polls each region's shadow list (one thread per region, so one slow region
     does not delay the others' timestamps) and keeps when each shadow was first seen."""
 
-    def __init__(self, neutrons: Neutrons, regions: tuple[str, ...], network_id: str, interval: float) -> None:
+    def __init__(self, neutrons: Neutrons, regions: tuple[str, ...], network_id: str, interval: float,
+                 made: list[MadePort]) -> None:
         self.neutrons, self.network_id, self.interval = neutrons, network_id, interval
+        self.made = made  # every port bound so far (appended as each one is)
         self.first_seen: dict[str, dict[str, float]] = {r: {} for r in regions}
         self.current: dict[str, set[str]] = {r: set() for r in regions}
         self.errors: Counter[str] = Counter()
@@ -259,9 +263,15 @@ class ShadowWatcher:
             thread.join(timeout=60)
 
     def _poll(self, region: str) -> None:
+        """Mostly the shadows still awaited, asked for by id (a shadow has its
+        port's id): a short list even when the region holds thousands, so the
+        watcher neither loads the regions nor lags behind them; the whole list
+        every ``FULL_LIST_SECONDS`` as a backstop."""
+        last_full = -FULL_LIST_SECONDS
         while not self._stop.is_set():
+            full = time.monotonic() - last_full >= FULL_LIST_SECONDS
             try:
-                ids = list_ids(self.neutrons(region), "ports", network_id=self.network_id, device_owner=SHADOW_OWNER)
+                ids = self._list_all(region) if full else self._list_awaited(region)
             except Exception as err:  # noqa: BLE001 - keep watching; the count is reported
                 self.errors[f"{region}: {str(err)[:120]}"] += 1
             else:
@@ -269,8 +279,23 @@ class ShadowWatcher:
                 seen = self.first_seen[region]
                 for port_id in ids:
                     seen.setdefault(port_id, now)
-                self.current[region] = set(ids)
+                if full:
+                    last_full = now
+                    self.current[region] = set(ids)
+                else:
+                    self.current[region] |= set(ids)
             self._stop.wait(self.interval)
+
+    def _list_all(self, region: str) -> list[str]:
+        return list_ids(self.neutrons(region), "ports", network_id=self.network_id, device_owner=SHADOW_OWNER)
+
+    def _list_awaited(self, region: str) -> list[str]:
+        awaited = sorted({p.id for p in list(self.made) if p.region != region} - self.first_seen[region].keys())
+        found: list[str] = []
+        for start in range(0, len(awaited), AWAITED_PER_LIST):
+            found += list_ids(self.neutrons(region), "ports", id=awaited[start:start + AWAITED_PER_LIST],
+                              device_owner=SHADOW_OWNER)
+        return found
 
     def missing(self, expected: dict[str, set[str]]) -> dict[str, int]:
         return {region: len(want - self.current[region]) for region, want in expected.items()}
@@ -792,7 +817,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=8, help="concurrent port creates")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for convergence, cleanup")
     parser.add_argument("--lists", type=int, default=20, help="central calls of each kind in the fan-out check")
-    parser.add_argument("--poll", type=float, default=1.0, help="seconds between shadow polls of a region")
+    parser.add_argument("--poll", type=float, default=0.25, help="seconds between shadow polls of a region")
     parser.add_argument("--regions", type=int, default=None,
                         help="use the sandbox's first N regions (default: all of them)")
     parser.add_argument("--sequential", type=int, default=30,
@@ -847,7 +872,7 @@ def main() -> int:
                            "one client, central", tag, created.central_ports, args.no_security_groups))
             wait_quiet(store, 120)
         jobs = {"network_sync": ("network_sync", network), "security_group_sync": ("security_group_sync", project)}
-        watcher = ShadowWatcher(neutrons, regions, network, args.poll)
+        watcher = ShadowWatcher(neutrons, regions, network, args.poll, created.central_ports)
         sampler = JobSampler(store, jobs)
         watcher.start()
         sampler.start()
