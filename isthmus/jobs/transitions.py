@@ -18,7 +18,7 @@ ever needs a lock or dialect-specific SQL.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -56,12 +56,15 @@ def new_job(req: JobRequest, now: datetime) -> Values:
 
 
 def on_enqueue(job: Job, req: JobRequest, now: datetime) -> Values:
-    """Coalesce: never a second row; the newest payload replaces the stored one.
+    """Coalesce: never a second row; the payload is what the next run needs.
 
     A NEW job keeps its schedule, so a burst of events cannot cut short the
     backoff of a job whose region is down; ``redo`` is the way to run it now.
     """
-    values: Values = {"payload": dict(req.payload)}
+    # The stored payload still waits for a run (NEW, or the rerun a RUNNING job
+    # already owes): the next run serves both events. Otherwise it was served.
+    waiting = job.status is JobStatus.NEW or (job.status is JobStatus.RUNNING and job.rerun)
+    values: Values = {"payload": merged_payload(job.payload, req.payload) if waiting else dict(req.payload)}
     if req.project_id is not None:
         values["project_id"] = req.project_id
     if job.status is JobStatus.RUNNING:
@@ -69,6 +72,25 @@ def on_enqueue(job: Job, req: JobRequest, now: datetime) -> Values:
     elif job.status in (JobStatus.SUCCESS, JobStatus.FAIL):
         values.update(_new_cycle(now))
     return values
+
+
+HINTS = "hints"  # payload key: {name: True}, work an event says its run may skip
+
+
+def merged_payload(waiting: Mapping[str, Any], newer: Mapping[str, Any]) -> dict[str, Any]:
+    """One run serves two events: the newer value of each key, except that lists
+    join (where to look: the MACs of both events, the quota keys of both writes)
+    and a hint holds only when both events gave it (a skip one event allows may
+    be work the other needs)."""
+    merged = {**waiting, **newer}
+    for key, value in newer.items():
+        before = waiting.get(key)
+        if isinstance(value, list) and isinstance(before, list):
+            merged[key] = before + [v for v in value if v not in before]
+    if HINTS in waiting or HINTS in newer:
+        theirs, ours = waiting.get(HINTS) or {}, newer.get(HINTS) or {}
+        merged[HINTS] = {name: True for name in sorted(theirs) if theirs[name] is True and ours.get(name) is True}
+    return merged
 
 
 def is_claimable(job: Job, now: datetime) -> bool:

@@ -11,6 +11,7 @@ from isthmus.jobs import InvalidJobState, JobRequest, JobStatus, ManualClock, Re
 from isthmus.jobs import transitions as t
 from isthmus.jobs.errors import InvalidJobRequest
 from isthmus.jobs.models import Job, JobFilter
+from isthmus.jobs.transitions import HINTS
 
 NOW = ManualClock().now()
 POLICY = RetryPolicy(max_attempts=3, base_delay=10.0, max_delay=60.0, jitter=0.0)
@@ -43,6 +44,29 @@ def test_retry_policy_rejects_nonsense(kwargs) -> None:
 def test_enqueue_on_running_sets_rerun_and_keeps_status() -> None:
     values = t.on_enqueue(job(status=JobStatus.RUNNING), JobRequest("sync", "r1", None, {"a": 2}), NOW)
     assert values == {"payload": {"a": 2}, "rerun": True}
+
+
+def test_enqueue_on_new_keeps_what_the_waiting_event_needs() -> None:
+    waiting = job(status=JobStatus.NEW, payload={"network_id": "n", "macs": ["m1", "m2"], HINTS: {"first_bind": True}})
+    values = t.on_enqueue(waiting, JobRequest("sync", "r1", None, {"network_id": "n", "macs": ["m2"]}), NOW)
+    # both events' MACs are looked at; the newer event gave no hint, so its run skips nothing
+    assert values["payload"] == {"network_id": "n", "macs": ["m1", "m2"], HINTS: {}}
+
+
+def test_a_hint_holds_when_every_waiting_event_gave_it() -> None:
+    first = {"macs": ["m1"], HINTS: {"first_bind": True, "other": True}}
+    values = t.on_enqueue(job(status=JobStatus.RUNNING, rerun=True, payload=first),
+                          JobRequest("sync", "r1", None, {"macs": ["m1"], HINTS: {"first_bind": True}}), NOW)
+    assert values["payload"] == {"macs": ["m1"], HINTS: {"first_bind": True}}
+
+
+def test_a_served_payload_is_replaced() -> None:
+    served = {"macs": ["m1"], HINTS: {}}
+    running = t.on_enqueue(job(status=JobStatus.RUNNING, payload=served),
+                           JobRequest("sync", "r1", None, {"macs": ["m2"], HINTS: {"first_bind": True}}), NOW)
+    assert running["payload"] == {"macs": ["m2"], HINTS: {"first_bind": True}}
+    done = t.on_enqueue(job(status=JobStatus.SUCCESS, payload=served), JobRequest("sync", "r1", None, {"a": 1}), NOW)
+    assert done["payload"] == {"a": 1}
 
 
 def test_enqueue_on_finished_starts_a_fresh_cycle() -> None:
