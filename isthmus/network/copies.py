@@ -21,6 +21,17 @@ _RULE_KEYS = ("direction", "ethertype", "protocol", "port_range_min", "port_rang
               "remote_ip_prefix", "remote_group_id", "remote_address_group_id", "description")
 
 
+# IPv6 address modes whose addresses derive from the MAC (neutron_lib's
+# IPV6_SLAAC, DHCPV6_STATELESS): a copy with the same MAC gets the same address,
+# Neutron refuses explicit addresses there, and no address is reserved for them.
+MAC_DERIVED_MODES = ("slaac", "dhcpv6-stateless")
+
+
+def addresses_from_mac(subnet: Mapping[str, Any]) -> bool:
+    """Whether the subnet's addresses derive from the port's MAC (IPv6 SLAAC or stateless DHCPv6)."""
+    return subnet.get("ipv6_address_mode") in MAC_DERIVED_MODES
+
+
 def allowed_here(network: Mapping[str, Any], region: str, availability_zone: str) -> bool:
     """Whether a central network may have a copy in this region (its AZ hints)."""
     hints = network.get("availability_zone_hints") or []

@@ -61,10 +61,10 @@ def test_the_sample_is_what_the_generator_writes_now(config: Path, tmp_path: Pat
 def _xjob(conf: cfg.ConfigOpts) -> None:
     from isthmus.gateway import resync
     from isthmus.jobs import config
-    from isthmus.network.reconcilers import services
+    from isthmus.network.reconcilers import settings
 
     config.register_opts(conf)
-    services.register_opts(conf)
+    settings.register_opts(conf)
     resync.register_opts(conf)
 
 

@@ -34,6 +34,7 @@ from isthmus.network import (
     GATEWAY_RESERVATION_DEVICE,
     SHADOW_OWNER,
     binding_report,
+    copies,
     dhcp_reservation_name,
     gateway_reservation_name,
     jobtypes,
@@ -44,7 +45,6 @@ from isthmus.network.reconcilers import address_groups, plans
 from isthmus.network.reconcilers.port_sync import payload as port_sync_payload
 
 LOG = logging.getLogger(__name__)
-_AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
 
 
 def _report(port: dict) -> dict | None:
@@ -110,7 +110,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         share, and one gateway address per region the network may live in.
         Raising here makes ML2 delete the subnet again (nothing half-made)."""
         subnet = context.current
-        if subnet.get("ipv6_address_mode") in _AUTO_ADDRESS_MODES:
+        if copies.addresses_from_mac(subnet):
             return
         admin = context.plugin_context.elevated()
         plugin = directory.get_plugin()
@@ -154,7 +154,7 @@ class CentralMechanismDriver(api.MechanismDriver):
     def update_subnet_postcommit(self, context: api.SubnetContext) -> None:
         subnet, before = context.current, context.original or {}
         if (subnet.get("enable_dhcp") and not before.get("enable_dhcp")
-                and subnet.get("ipv6_address_mode") not in _AUTO_ADDRESS_MODES):
+                and not copies.addresses_from_mac(subnet)):
             # DHCP turned on later: the shared DHCP address must be central's
             # before any region's DHCP port takes one (the regions copy it).
             self._reserve(directory.get_plugin(), context.plugin_context.elevated(), subnet,

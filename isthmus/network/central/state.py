@@ -15,6 +15,7 @@ from isthmus import registry as reg
 from isthmus.db import make_engine
 from isthmus.db.migration import require_current
 from isthmus.jobs import JobStore
+from isthmus.lazy import Lazy
 from isthmus.network import config
 
 _CACHE_SECONDS = 5.0
@@ -52,16 +53,15 @@ class CentralState:
         return pod.az_name if pod else None
 
 
-_state: CentralState | None = None
-_state_lock = threading.Lock()
+_state: Lazy[CentralState] = Lazy()
 
 
 def state(conf: cfg.ConfigOpts = cfg.CONF) -> CentralState:
-    global _state
-    with _state_lock:
-        if _state is None:
-            config.register(conf)
-            if not conf.isthmus.database_connection:
-                raise RuntimeError("[isthmus] database_connection is not set")
-            _state = CentralState(conf.isthmus.database_connection)
-        return _state
+    return _state.get(lambda: _build(conf))
+
+
+def _build(conf: cfg.ConfigOpts) -> CentralState:
+    config.register(conf)
+    if not conf.isthmus.database_connection:
+        raise RuntimeError("[isthmus] database_connection is not set")
+    return CentralState(conf.isthmus.database_connection)

@@ -4,7 +4,6 @@ service credentials from ``[isthmus_central]`` (keystoneauth options)."""
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
@@ -14,6 +13,7 @@ from oslo_config import cfg
 from isthmus.clients import NeutronClient, RegionClients, load_session
 from isthmus.clients.neutron import Rejected as CentralRejected
 from isthmus.clients.neutron import Unavailable as CentralUnavailable
+from isthmus.lazy import Lazy
 from isthmus.network import config
 
 __all__ = ["CentralClient", "CentralRejected", "CentralUnavailable", "ServiceIdentity", "client"]
@@ -94,23 +94,22 @@ class ServiceIdentity:
         return not (theirs and self.user_domain_name) or theirs == self.user_domain_name
 
 
-_client: CentralClient | None = None
-_lock = threading.Lock()
+_client: Lazy[CentralClient] = Lazy()
 
 
 def client(conf: cfg.ConfigOpts = cfg.CONF) -> CentralClient:
     """One client per neutron-server process, built on first use."""
-    global _client
-    with _lock:
-        if _client is None:
-            config.register(conf)
-            timeout = conf.isthmus.central_timeout
-            session = load_session(conf, config.CENTRAL_AUTH_GROUP, default_timeout=timeout)
-            clients = RegionClients(session, user_agent="isthmus-local", timeout=timeout)
-            group = conf[config.CENTRAL_AUTH_GROUP]
-            identity = ServiceIdentity(session, _option(group, "username"), _option(group, "user_domain_name"))
-            _client = CentralClient(clients.neutron(conf.isthmus.central_region), identity)
-        return _client
+    return _client.get(lambda: _build(conf))
+
+
+def _build(conf: cfg.ConfigOpts) -> CentralClient:
+    config.register(conf)
+    timeout = conf.isthmus.central_timeout
+    session = load_session(conf, config.CENTRAL_AUTH_GROUP, default_timeout=timeout)
+    clients = RegionClients(session, user_agent="isthmus-local", timeout=timeout)
+    group = conf[config.CENTRAL_AUTH_GROUP]
+    identity = ServiceIdentity(session, _option(group, "username"), _option(group, "user_domain_name"))
+    return CentralClient(clients.neutron(conf.isthmus.central_region), identity)
 
 
 def _option(group: Any, name: str) -> str | None:

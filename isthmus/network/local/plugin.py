@@ -49,9 +49,6 @@ from isthmus.network.local.journal import DeleteJournal
 from isthmus.network.local.reports import CentralReports
 
 LOG = logging.getLogger(__name__)
-# IPv6 subnets whose addresses derive from the MAC: a copy gets the same address
-# from the same MAC, and Neutron refuses explicit addresses there.
-_AUTO_ADDRESS_MODES = (constants.IPV6_SLAAC, constants.DHCPV6_STATELESS)
 REGIONAL_ONLY_SECONDS = 60.0
 # In a shadow agent's configurations: the region whose host it stands for.
 _SHADOW_AGENT_MARK = "isthmus_shadow_of"
@@ -293,7 +290,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         if body.get("enable_dhcp") is True:
             admin = context.elevated()
             current = super().get_subnet(admin, id)
-            if not current.get("enable_dhcp") and current.get("ipv6_address_mode") not in _AUTO_ADDRESS_MODES:
+            if not current.get("enable_dhcp") and not copies.addresses_from_mac(current):
                 self._copy_dhcp_reservation(admin, current)
         return super().update_subnet(context, id, subnet)
 
@@ -324,7 +321,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
             return
         except n_exc.SubnetNotFound:
             pass
-        auto_address = central.get("ipv6_address_mode") in _AUTO_ADDRESS_MODES
+        auto_address = copies.addresses_from_mac(central)
         # An external network's gateway is the upstream router, the same for every region.
         external = super().get_network(admin, central["network_id"], fields=["router:external"]).get(
             "router:external")
@@ -464,8 +461,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         fixed = []
         for ip in body.get("fixed_ips", []):
             subnet = super().get_subnet(admin, ip["subnet_id"], fields=["ipv6_address_mode"])
-            fixed.append({"subnet_id": ip["subnet_id"]} if subnet.get("ipv6_address_mode") in _AUTO_ADDRESS_MODES
-                         else ip)
+            fixed.append({"subnet_id": ip["subnet_id"]} if copies.addresses_from_mac(subnet) else ip)
         body["fixed_ips"] = fixed
         return body
 

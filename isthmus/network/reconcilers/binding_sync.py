@@ -32,6 +32,7 @@ right is not for a reconciler to guess.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client import Counter
@@ -41,8 +42,11 @@ from isthmus.clients.ovsdb import OvsdbUnavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network import bound_region, port_report, report_differs
 from isthmus.network.reconcilers import plans
+from isthmus.network.reconcilers.ovn.access import OvnAccess
 from isthmus.network.reconcilers.ovn.wiring import collect_chassis
-from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.settings import DeleteBrake
+from isthmus.network.reconcilers.topology import Topology
 
 LOG = logging.getLogger(__name__)
 PORTS = Counter("isthmus_binding_sync_ports", "Ports central records bound in a region that the region lacks, "
@@ -56,113 +60,135 @@ def _user_port(port: dict) -> bool:
     return not (port.get("device_owner") or "").startswith("network:") and not plans.is_shadow(port)
 
 
-def sync_bindings(services: Services, ctx: JobContext) -> None:
-    region = ctx.resource_id
-    neutron = services.neutron(region)
-    try:
-        central = {p["id"]: p for p in services.central.list("ports", fields=list(_FIELDS)) if _user_port(p)}
-        listed = neutron.list("ports", fields=list(_FIELDS))
-    except Unavailable as err:
-        raise RetryLater(str(err)) from err
-    regional = {p["id"]: p for p in listed if _user_port(p)}
-    # Held here, whatever its owner here: a router's transit port is central's
-    # user port but the region's router interface (router_sync reports it).
-    present = {p["id"] for p in listed if not plans.is_shadow(p)}
-    agents: dict[str, dict | None] = {}
-    repaired = 0
-    for port_id, here in regional.items():
-        top = central.get(port_id)
-        if top is None:
-            continue  # a region-only port, or one central deleted (network_sync's part)
-        owner = bound_region(top)
-        if here.get("binding:host_id"):
-            if owner not in (None, region):
-                LOG.warning("port %s is bound in %s and in %s; left as it is", port_id, region, owner)
-                continue
-            report = port_report(region, here, host_agent(neutron, here["binding:host_id"], agents))
-        elif owner == region:
-            report = port_report(region, here, None)  # unbound here; central missed it
-        else:
-            continue
-        if report_differs(top, report):
-            LOG.info("port %s: repairing central's binding record from %s", port_id, region)
-            try:
-                services.central.update("ports", port_id, report, if_revision=top.get("revision_number"))
-            except Rejected as err:
-                if err.status != 412:
-                    raise
-                continue  # changed at central since our read: the next pass reads it again
-            repaired += 1
-    missing = [top for port_id, top in central.items()
-               if bound_region(top) == region and port_id not in present and _settled(top, services.binding_grace)]
-    if missing:
-        bound = sum(1 for top in central.values() if bound_region(top) == region)
-        repaired += _settle_missing(services, region, missing, bound)
-    if repaired:
-        LOG.info("binding_sync %s: %d repaired", region, repaired)
-    ovn = services.ovn(region)
-    if ovn is not None:
-        # The region's periodic pass also collects remote chassis nothing names.
+@dataclass(frozen=True)
+class BindingSync:
+    """The ``binding_sync`` handler (keyed by region)."""
+
+    regions: Regions
+    topology: Topology  # the other regions, asked whether they hold a port
+    brake: DeleteBrake  # [isthmus] binding_sync_delete_share and _floor
+    grace: timedelta  # [isthmus] binding_sync_grace
+    ovn: OvnAccess  # the region's chassis collection, on ML2/OVN
+
+    def run(self, ctx: JobContext) -> None:
+        region = ctx.resource_id
+        neutron = self.regions.neutron(region)
         try:
-            collect_chassis(ovn, seen=services.unreferenced_chassis.setdefault(region, {}))
-        except OvsdbUnavailable as err:
-            raise RetryLater(f"{region} OVN: {err}") from err
+            central = {p["id"]: p for p in self.regions.central.list("ports", fields=list(_FIELDS)) if _user_port(p)}
+            listed = neutron.list("ports", fields=list(_FIELDS))
+        except Unavailable as err:
+            raise RetryLater(str(err)) from err
+        regional = {p["id"]: p for p in listed if _user_port(p)}
+        # Held here, whatever its owner here: a router's transit port is central's
+        # user port but the region's router interface (router_sync reports it).
+        present = {p["id"] for p in listed if not plans.is_shadow(p)}
+        agents: dict[str, dict | None] = {}
+        repaired = 0
+        for port_id, here in regional.items():
+            top = central.get(port_id)
+            if top is None:
+                continue  # a region-only port, or one central deleted (network_sync's part)
+            owner = bound_region(top)
+            if here.get("binding:host_id"):
+                if owner not in (None, region):
+                    LOG.warning("port %s is bound in %s and in %s; left as it is", port_id, region, owner)
+                    continue
+                report = port_report(region, here, host_agent(neutron, here["binding:host_id"], agents))
+            elif owner == region:
+                report = port_report(region, here, None)  # unbound here; central missed it
+            else:
+                continue
+            if report_differs(top, report):
+                LOG.info("port %s: repairing central's binding record from %s", port_id, region)
+                try:
+                    self.regions.central.update("ports", port_id, report, if_revision=top.get("revision_number"))
+                except Rejected as err:
+                    if err.status != 412:
+                        raise
+                    continue  # changed at central since our read: the next pass reads it again
+                repaired += 1
+        missing = [top for port_id, top in central.items()
+                   if bound_region(top) == region and port_id not in present and _settled(top, self.grace)]
+        if missing:
+            bound = sum(1 for top in central.values() if bound_region(top) == region)
+            repaired += self._settle_missing(region, missing, bound)
+        if repaired:
+            LOG.info("binding_sync %s: %d repaired", region, repaired)
+        ovn = self.ovn.region(region)
+        if ovn is not None:
+            # The region's periodic pass also collects remote chassis nothing names.
+            try:
+                collect_chassis(ovn, seen=self.ovn.unreferenced_chassis(region))
+            except OvsdbUnavailable as err:
+                raise RetryLater(f"{region} OVN: {err}") from err
 
-
-def _settle_missing(services: Services, region: str, missing: list[dict], bound: int) -> int:
-    """Restore or delete (on Nova's word) the ports bound here the region lacks;
-    how many. Raises PermanentFailure, after the restores, when the brake holds."""
-    gone: list[dict] = []
-    restore: list[dict] = []
-    for top in missing:
-        if _held_elsewhere(services, region, top):
-            continue
-        verdict = _device_gone(services, region, top)
-        if verdict is None:
-            continue  # Nova could not say: no proof either way
-        (gone if verdict else restore).append(top)
-    done = 0
-    for top in restore:
-        if _restore_copy(services, region, top):
-            PORTS.labels(region, "restored").inc()
+    def _settle_missing(self, region: str, missing: list[dict], bound: int) -> int:
+        """Restore or delete (on Nova's word) the ports bound here the region lacks;
+        how many. Raises PermanentFailure, after the restores, when the brake holds."""
+        gone: list[dict] = []
+        restore: list[dict] = []
+        for top in missing:
+            if self._held_elsewhere(region, top):
+                continue
+            verdict = self._device_gone(region, top)
+            if verdict is None:
+                continue  # Nova could not say: no proof either way
+            (gone if verdict else restore).append(top)
+        done = 0
+        for top in restore:
+            if _restore_copy(self.regions.neutron(region), region, top):
+                PORTS.labels(region, "restored").inc()
+                done += 1
+        if not gone:
+            return done
+        if not self.brake.allows(len(gone), bound):
+            PORTS.labels(region, "braked").inc(len(gone))
+            message = (f"binding_sync {region}: {len(gone)} of the {bound} ports bound there have servers Nova no "
+                       f"longer has; more than the brake allows at once ({self.brake}), so none was "
+                       f"deleted at central. Check the region (a restore? the wrong Nova?); to let them go, raise "
+                       f"[isthmus] binding_sync_delete_share and run binding_sync again. Ports: "
+                       + ", ".join(sorted(top["id"] for top in gone)))
+            LOG.error("%s", message)
+            raise PermanentFailure(message)
+        for top in gone:
+            LOG.info("port %s: its server %s is gone from %s's Nova and the port from its Neutron; deleting it "
+                     "at central", top["id"], top.get("device_id"), region)
+            self.regions.central.delete("ports", top["id"])
+            PORTS.labels(region, "deleted").inc()
             done += 1
-    if not gone:
         return done
-    if not services.delete_brake.allows(len(gone), bound):
-        PORTS.labels(region, "braked").inc(len(gone))
-        message = (f"binding_sync {region}: {len(gone)} of the {bound} ports bound there have servers Nova no "
-                   f"longer has; more than the brake allows at once ({services.delete_brake}), so none was "
-                   f"deleted at central. Check the region (a restore? the wrong Nova?); to let them go, raise "
-                   f"[isthmus] binding_sync_delete_share and run binding_sync again. Ports: "
-                   + ", ".join(sorted(top["id"] for top in gone)))
-        LOG.error("%s", message)
-        raise PermanentFailure(message)
-    for top in gone:
-        LOG.info("port %s: its server %s is gone from %s's Nova and the port from its Neutron; deleting it "
-                 "at central", top["id"], top.get("device_id"), region)
-        services.central.delete("ports", top["id"])
-        PORTS.labels(region, "deleted").inc()
-        done += 1
-    return done
 
+    def _device_gone(self, region: str, port: dict) -> bool | None:
+        """Nova's word on a port's server: True gone, False there, None no answer.
+        A port without a server has nothing to be deleted with: False."""
+        if not plans.is_compute(port) or not port.get("device_id"):
+            return False
+        try:
+            return self.regions.nova(region).server_gone(port["device_id"])
+        except (Unavailable, ValueError) as err:
+            LOG.warning("port %s: missing in %s, and Nova cannot say whether server %s is gone: %s",
+                        port["id"], region, port.get("device_id"), err)
+            return None
 
-def _device_gone(services: Services, region: str, port: dict) -> bool | None:
-    """Nova's word on a port's server: True gone, False there, None no answer.
-    A port without a server has nothing to be deleted with: False."""
-    if not plans.is_compute(port) or not port.get("device_id"):
+    def _held_elsewhere(self, region: str, port: dict) -> bool:
+        """Whether another region holds the port as its own (it moved there, and its
+        report was lost too). Unreachable regions make the answer "yes": no proof."""
+        for other in self.topology.regions():
+            if other == region:
+                continue
+            try:
+                found = self.regions.neutron(other).list(
+                    "ports", network_id=port["network_id"], mac_address=port["mac_address"])
+            except Unavailable:
+                return True
+            if any(p["id"] == port["id"] and not plans.is_shadow(p) for p in found):
+                return True
         return False
-    try:
-        return services.nova(region).server_gone(port["device_id"])
-    except (Unavailable, ValueError) as err:
-        LOG.warning("port %s: missing in %s, and Nova cannot say whether server %s is gone: %s",
-                    port["id"], region, port.get("device_id"), err)
-        return None
 
 
-def _restore_copy(services: Services, region: str, top: dict) -> bool:
+def _restore_copy(neutron: NeutronClient, region: str, top: dict) -> bool:
     """The region's copy made again (a read by id copies it, as for any missing
     copy) and bound to the host central records, so the server's address is back."""
-    neutron = services.neutron(region)
     LOG.warning("port %s: central records it bound in %s, which lacks it (restored from a backup?); "
                 "copying it back", top["id"], region)
     copy = neutron.get("ports", top["id"])
@@ -200,19 +226,3 @@ def _settled(port: dict, grace: timedelta) -> bool:
     if changed.tzinfo is None:
         changed = changed.replace(tzinfo=UTC)
     return datetime.now(UTC) - changed > grace
-
-
-def _held_elsewhere(services: Services, region: str, port: dict) -> bool:
-    """Whether another region holds the port as its own (it moved there, and its
-    report was lost too). Unreachable regions make the answer "yes": no proof."""
-    for pod in services.registry.regional_pods():
-        if pod.region_name == region:
-            continue
-        try:
-            found = services.neutron(pod.region_name).list(
-                "ports", network_id=port["network_id"], mac_address=port["mac_address"])
-        except Unavailable:
-            return True
-        if any(p["id"] == port["id"] and not plans.is_shadow(p) for p in found):
-            return True
-    return False

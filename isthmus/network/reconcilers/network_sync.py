@@ -9,6 +9,7 @@ never read as "the copy is gone", and nothing is deleted because of it.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from prometheus_client import Counter
 
@@ -17,48 +18,112 @@ from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
-from isthmus.network.reconcilers.port_sync import apply
-from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.ovn.access import OvnAccess
+from isthmus.network.reconcilers.port_sync import PortWriter
+from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.shadows import ShadowPolicy
+from isthmus.network.reconcilers.topology import Topology
 from isthmus.network.reconcilers.writes import update_as_read
+from isthmus.registry import Registry, Tombstones
 
 LOG = logging.getLogger(__name__)
 UNPROVEN = Counter("isthmus_unproven_copies", "Regional copies and shadows of ports central has no port for and "
                    "recorded no delete of, seen by network_sync (kept: no delete without proof)", ("region",))
 
 
-def sync_network(services: Services, ctx: JobContext) -> None:
-    network_id = ctx.resource_id
-    try:
-        central = services.central.get("networks", network_id)
-        subnets = services.central.list("subnets", network_id=network_id) if central else []
-    except Unavailable as err:
-        raise RetryLater(f"central: {err}") from err
-    # Every region, not only the routed ones (where ports were bound): a copy
-    # made by a mere lookup has no routing, yet holds copies of central's ports
-    # and addresses that must go when central's go.
-    routed = services.routed_regions(network_id)
-    regions = [p.region_name for p in services.registry.regional_pods()]
-    shadows = central is not None and services.wants_shadows(central)
+@dataclass(frozen=True)
+class NetworkSync:
+    """The ``network_sync`` handler (keyed by network)."""
 
-    if central is None and not services.tombstones.is_buried("network", network_id):
-        # Outages are not deletions: a 404 that central never recorded as its own
-        # delete (a restore, a misrouted request) changes nothing. The periodic
-        # resync runs this again; copies stay until central's delete is recorded.
-        raise PermanentFailure(f"central has no network {network_id} but recorded no delete of it; "
-                               "regional copies kept")
+    regions: Regions
+    registry: Registry  # the network's routings, forgotten with it
+    topology: Topology
+    tombstones: Tombstones
+    shadows: ShadowPolicy
+    ovn: OvnAccess
+    writer: PortWriter
 
-    def sync_region(region: str) -> None:
-        neutron = services.neutron(region)
+    def run(self, ctx: JobContext) -> None:
+        network_id = ctx.resource_id
+        try:
+            central = self.regions.central.get("networks", network_id)
+            subnets = self.regions.central.list("subnets", network_id=network_id) if central else []
+        except Unavailable as err:
+            raise RetryLater(f"central: {err}") from err
+        # Every region, not only the routed ones (where ports were bound): a copy
+        # made by a mere lookup has no routing, yet holds copies of central's ports
+        # and addresses that must go when central's go.
+        routed = self.topology.routed_regions(network_id)
+        regions = self.topology.regions()
+        shadows = central is not None and self.shadows.wants_shadows(central)
+
+        if central is None and not self.tombstones.is_buried("network", network_id):
+            # Outages are not deletions: a 404 that central never recorded as its own
+            # delete (a restore, a misrouted request) changes nothing. The periodic
+            # resync runs this again; copies stay until central's delete is recorded.
+            raise PermanentFailure(f"central has no network {network_id} but recorded no delete of it; "
+                                   "regional copies kept")
+
+        def sync_region(region: str) -> None:
+            neutron = self.regions.neutron(region)
+            if central is None:
+                _remove_copy(neutron, network_id)
+            elif region in routed or _holds_copy(neutron, network_id):
+                self._converge(neutron, region, central, subnets, shadows)
+
+        in_every_region(regions, sync_region, f"network {network_id}")
         if central is None:
-            _remove_copy(neutron, network_id)
-        elif region in routed or _holds_copy(neutron, network_id):
-            _converge(services, neutron, region, central, subnets, shadows)
+            self.registry.forget(network_id, "network")
+            if self.ovn.keys is not None:
+                self.ovn.keys.release_network(network_id)  # every copy, with its switch, is gone
 
-    in_every_region(regions, sync_region, f"network {network_id}")
-    if central is None:
-        services.registry.forget(network_id, "network")
-        if services.tunnel_keys is not None:
-            services.tunnel_keys.release_network(network_id)  # every copy, with its switch, is gone
+    def _converge(self, neutron: NeutronClient, region: str, central: dict, subnets: list[dict],
+                  shadows: bool) -> None:
+        top = self.regions.central
+        # A GET by id makes the local plugin copy a network it lost (drift repair).
+        copy = neutron.get("networks", central["id"])
+        if copy is None:
+            LOG.info("network %s: %s holds no copy and central does not place it there", central["id"], region)
+            return
+        changes = plans.changed_fields(central, copy, plans.NETWORK_FIELDS)
+        if changes:
+            LOG.info("network %s in %s: updating %s", central["id"], region, sorted(changes))
+            update_as_read(neutron, "networks", copy, changes)
+        central_subnets = {s["id"] for s in subnets}
+        for subnet in subnets:
+            regional = neutron.get("subnets", subnet["id"])
+            if regional is None:
+                continue
+            changes = plans.changed_fields(subnet, regional, plans.SUBNET_FIELDS)
+            if changes:
+                LOG.info("subnet %s in %s: updating %s", subnet["id"], region, sorted(changes))
+                update_as_read(neutron, "subnets", regional, changes)
+        # Regional ports first, central's second: a port is created at central before
+        # its regional copy, so every regional port listed here is in central's list
+        # unless central deleted it. (The other order deletes ports being created.)
+        regional_ports = neutron.list("ports", network_id=central["id"])
+        central_ports = top.list("ports", network_id=central["id"])
+        missing = plans.missing_at_central(central_ports, regional_ports)
+        deleted = self.tombstones.buried("port", missing)
+        unproven = missing - deleted
+        if unproven:
+            # Kept (no proof of a delete), never silently: counted, logged, and shown
+            # by the topology ("gone at central").
+            UNPROVEN.labels(region).inc(len(unproven))
+            LOG.warning("network %s in %s: central has no port %s and recorded no delete of it; copies kept",
+                        central["id"], region, ", ".join(sorted(unproven)))
+        plan = plans.plan_ports(region, central_ports, regional_ports,
+                                shadows and self.shadows.binds_shadows(region), deleted)
+        self.writer.apply(neutron, region, plan, {p["id"]: p for p in central_ports}, regional_ports)
+        ovn = self.ovn.region(region)
+        if ovn is not None and shadows and self.ovn.keys is not None:
+            ovn_wiring.sync_network(ovn, central["id"], central_ports, self.ovn.keys, self.ovn.hypervisors(),
+                                    deleted)
+        stray = [s for s in neutron.list("subnets", network_id=central["id"]) if s["id"] not in central_subnets]
+        deleted_subnets = self.tombstones.buried("subnet", [s["id"] for s in stray])
+        for regional in stray:
+            if regional["id"] in deleted_subnets:
+                _remove_subnet(neutron, regional)
 
 
 def _holds_copy(neutron: NeutronClient, network_id: str) -> bool:
@@ -66,54 +131,6 @@ def _holds_copy(neutron: NeutronClient, network_id: str) -> bool:
     (a GET of the network would make the local plugin copy it)."""
     return bool(neutron.list("subnets", network_id=network_id, fields="id")
                 or neutron.list("ports", network_id=network_id, fields="id"))
-
-
-def _converge(services: Services, neutron: NeutronClient, region: str, central: dict, subnets: list[dict],
-              shadows: bool) -> None:
-    top = services.central
-    # A GET by id makes the local plugin copy a network it lost (drift repair).
-    copy = neutron.get("networks", central["id"])
-    if copy is None:
-        LOG.info("network %s: %s holds no copy and central does not place it there", central["id"], region)
-        return
-    changes = plans.changed_fields(central, copy, plans.NETWORK_FIELDS)
-    if changes:
-        LOG.info("network %s in %s: updating %s", central["id"], region, sorted(changes))
-        update_as_read(neutron, "networks", copy, changes)
-    central_subnets = {s["id"] for s in subnets}
-    for subnet in subnets:
-        regional = neutron.get("subnets", subnet["id"])
-        if regional is None:
-            continue
-        changes = plans.changed_fields(subnet, regional, plans.SUBNET_FIELDS)
-        if changes:
-            LOG.info("subnet %s in %s: updating %s", subnet["id"], region, sorted(changes))
-            update_as_read(neutron, "subnets", regional, changes)
-    # Regional ports first, central's second: a port is created at central before
-    # its regional copy, so every regional port listed here is in central's list
-    # unless central deleted it. (The other order deletes ports being created.)
-    regional_ports = neutron.list("ports", network_id=central["id"])
-    central_ports = top.list("ports", network_id=central["id"])
-    missing = plans.missing_at_central(central_ports, regional_ports)
-    deleted = services.tombstones.buried("port", missing)
-    unproven = missing - deleted
-    if unproven:
-        # Kept (no proof of a delete), never silently: counted, logged, and shown
-        # by the topology ("gone at central").
-        UNPROVEN.labels(region).inc(len(unproven))
-        LOG.warning("network %s in %s: central has no port %s and recorded no delete of it; copies kept",
-                    central["id"], region, ", ".join(sorted(unproven)))
-    plan = plans.plan_ports(region, central_ports, regional_ports, shadows and services.binds_shadows(region), deleted)
-    apply(services, neutron, region, plan, {p["id"]: p for p in central_ports}, regional_ports)
-    ovn = services.ovn(region)
-    if ovn is not None and shadows and services.tunnel_keys is not None:
-        ovn_wiring.sync_network(ovn, central["id"], central_ports, services.tunnel_keys,
-                                ovn_wiring.Hypervisors(services.ovn_regions), deleted)
-    stray = [s for s in neutron.list("subnets", network_id=central["id"]) if s["id"] not in central_subnets]
-    deleted_subnets = services.tombstones.buried("subnet", [s["id"] for s in stray])
-    for regional in stray:
-        if regional["id"] in deleted_subnets:
-            _remove_subnet(neutron, regional)
 
 
 def _remove_subnet(neutron: NeutronClient, subnet: dict) -> None:

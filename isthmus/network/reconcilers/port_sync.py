@@ -18,13 +18,14 @@ follows Neutron's refusal (a copy or shadow there already):
 
 One port's failure is that port's job's failure: the others of the batch carry
 on. ``network_sync`` plans whole networks: on first use of a network in a
-region, on network and subnet changes, and periodically, as the backstop.
+region, on network and subnet changes, and periodically, as the backstop; both
+carry out their plans with :class:`PortWriter`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
@@ -33,8 +34,12 @@ from isthmus.network import bound_region
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
-from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.ovn.access import OvnAccess
+from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.shadows import ShadowPolicy
+from isthmus.network.reconcilers.topology import Topology
 from isthmus.network.reconcilers.writes import delete_as_read, update_as_read
+from isthmus.registry import Registry, Tombstones
 
 LOG = logging.getLogger(__name__)
 CHUNK = 100  # ids or MACs per list call: a URL well under any proxy's limit
@@ -74,29 +79,86 @@ class Failures:
         self.first = self.first or err
 
 
-def sync_ports(services: Services, batch: Batch) -> None:
-    live = batch.live()
-    try:
-        found = central_ports(services.central, [ctx.resource_id for ctx in live])
-    except Unavailable as err:
-        raise RetryLater(f"central: {err}") from err
-    by_network: dict[str, list[PortWork]] = {}
-    for ctx in live:
-        work = port_work(services, ctx, found.get(ctx.resource_id))
-        if work is not None:
-            by_network.setdefault(work.network_id, []).append(work)
-    for network_id, works in sorted(by_network.items()):
+@dataclass(frozen=True)
+class PortSync:
+    """The ``port_sync`` handler (a batch of port jobs)."""
+
+    regions: Regions
+    topology: Topology
+    tombstones: Tombstones
+    shadows: ShadowPolicy
+    ovn: OvnAccess
+    writer: PortWriter
+
+    def run(self, batch: Batch) -> None:
+        live = batch.live()
         try:
-            failures = sync_network_ports(services, network_id, works)
-        except Stopped:
-            raise  # the whole run ends (deadline, shutdown): every unmarked job is stopped
-        except Exception as err:  # noqa: BLE001 - this network's jobs get its outcome, the others go on
+            found = central_ports(self.regions.central, [ctx.resource_id for ctx in live])
+        except Unavailable as err:
+            raise RetryLater(f"central: {err}") from err
+        by_network: dict[str, list[PortWork]] = {}
+        for ctx in live:
+            work = port_work(self.tombstones, ctx, found.get(ctx.resource_id))
+            if work is not None:
+                by_network.setdefault(work.network_id, []).append(work)
+        for network_id, works in sorted(by_network.items()):
+            try:
+                failures = self.sync_network_ports(network_id, works)
+            except Stopped:
+                raise  # the whole run ends (deadline, shutdown): every unmarked job is stopped
+            except Exception as err:  # noqa: BLE001 - this network's jobs get its outcome, the others go on
+                for work in works:
+                    batch.raised(work.ctx, err)
+                continue
             for work in works:
-                batch.raised(work.ctx, err)
-            continue
-        for work in works:
-            if work.port_id in failures.by_port:
-                batch.fail(work.ctx, "; ".join(failures.by_port[work.port_id]))
+                if work.port_id in failures.by_port:
+                    batch.fail(work.ctx, "; ".join(failures.by_port[work.port_id]))
+
+    def sync_network_ports(self, network_id: str, works: list[PortWork]) -> Failures:
+        """The batch's ports of one network in every region."""
+        try:
+            shadows = self.shadows.network_wants_shadows(network_id)
+        except Unavailable as err:
+            raise RetryLater(f"central: {err}") from err
+        routed = self.topology.routed_regions(network_id)
+        regions = self.topology.regions()
+        hypervisors = self.ovn.hypervisors()
+        originals = {w.port_id: w.central for w in works if w.central is not None}
+        failures = Failures()
+
+        def sync_region(region: str) -> None:
+            neutron = self.regions.neutron(region)
+            binds = shadows and self.shadows.binds_shadows(region)
+            if not _made_as_new(neutron, region, works, binds, region in routed):
+                _converge_region(neutron, region, binds)
+            ovn = self.ovn.region(region)
+            if ovn is not None and shadows and self.ovn.keys is not None:
+                ovn_wiring.sync_ports(ovn, network_id, [w.central for w in works if w.central is not None],
+                                      [w.port_id for w in works if w.deleted], self.ovn.keys, hypervisors)
+
+        def _converge_region(neutron: NeutronClient, region: str, binds: bool) -> None:
+            """Read the region's copies of the batch's ports, then plan and apply."""
+            copies = _copies(neutron, network_id, works)
+            creates: list[tuple[str, dict]] = []
+            for work in works:
+                mine = copies.get(work.port_id, [])
+                plan = plans.plan_port(region, work.central, mine, shadows=binds, local_members=region in routed,
+                                       deleted=work.deleted)
+                try:
+                    self.writer.apply(neutron, region, plans.PortPlan(delete=plan.delete), originals, mine)
+                except Rejected as err:
+                    failures.add(work.port_id, region, err)
+                creates += [(work.port_id, body) for body in plan.create_shadows]
+            create_shadows(neutron, region, creates, failures)
+
+        in_every_region(regions, sync_region, f"ports of {network_id}")
+        if self.ovn.regions and self.ovn.keys is not None:
+            for work in works:
+                if work.deleted and work.port_id not in failures.by_port:
+                    # Every region dropped its remote port (a failed region raised above): the
+                    # key may serve another port now without two ports sharing it anywhere.
+                    self.ovn.keys.release_port(network_id, work.port_id)
+        return failures
 
 
 def central_ports(central: NeutronClient, port_ids: list[str]) -> dict[str, dict]:
@@ -108,64 +170,17 @@ def central_ports(central: NeutronClient, port_ids: list[str]) -> dict[str, dict
     return found
 
 
-def port_work(services: Services, ctx: JobContext, central: dict | None) -> PortWork | None:
+def port_work(tombstones: Tombstones, ctx: JobContext, central: dict | None) -> PortWork | None:
     """What the job asks for, or None when there is nothing to prove anything:
     central lacks the port and recorded no delete (a filtered or partial read
     looks the same as a delete)."""
     port_id = ctx.resource_id
     network_id = central["network_id"] if central else ctx.payload.get("network_id")
     macs = set(ctx.payload.get("macs") or []) | ({central["mac_address"]} if central else set())
-    deleted = central is None and services.tombstones.is_buried("port", port_id)
+    deleted = central is None and tombstones.is_buried("port", port_id)
     if not network_id or not macs or (central is None and not deleted):
         return None
     return PortWork(ctx, network_id, macs, central, deleted)
-
-
-def sync_network_ports(services: Services, network_id: str, works: list[PortWork]) -> Failures:
-    """The batch's ports of one network in every region."""
-    try:
-        shadows = services.network_wants_shadows(network_id)
-    except Unavailable as err:
-        raise RetryLater(f"central: {err}") from err
-    routed = services.routed_regions(network_id)
-    regions = [p.region_name for p in services.registry.regional_pods()]
-    hypervisors = ovn_wiring.Hypervisors(services.ovn_regions)
-    originals = {w.port_id: w.central for w in works if w.central is not None}
-    failures = Failures()
-
-    def sync_region(region: str) -> None:
-        neutron = services.neutron(region)
-        binds = shadows and services.binds_shadows(region)
-        if not _made_as_new(neutron, region, works, binds, region in routed):
-            _converge_region(neutron, region, binds)
-        ovn = services.ovn(region)
-        if ovn is not None and shadows and services.tunnel_keys is not None:
-            ovn_wiring.sync_ports(ovn, network_id, [w.central for w in works if w.central is not None],
-                                  [w.port_id for w in works if w.deleted], services.tunnel_keys, hypervisors)
-
-    def _converge_region(neutron: NeutronClient, region: str, binds: bool) -> None:
-        """Read the region's copies of the batch's ports, then plan and apply."""
-        copies = _copies(neutron, network_id, works)
-        creates: list[tuple[str, dict]] = []
-        for work in works:
-            mine = copies.get(work.port_id, [])
-            plan = plans.plan_port(region, work.central, mine, shadows=binds, local_members=region in routed,
-                                   deleted=work.deleted)
-            try:
-                apply(services, neutron, region, plans.PortPlan(delete=plan.delete), originals, mine)
-            except Rejected as err:
-                failures.add(work.port_id, region, err)
-            creates += [(work.port_id, body) for body in plan.create_shadows]
-        create_shadows(neutron, region, creates, failures)
-
-    in_every_region(regions, sync_region, f"ports of {network_id}")
-    if services.ovn_regions and services.tunnel_keys is not None:
-        for work in works:
-            if work.deleted and work.port_id not in failures.by_port:
-                # Every region dropped its remote port (a failed region raised above): the
-                # key may serve another port now without two ports sharing it anywhere.
-                services.tunnel_keys.release_port(network_id, work.port_id)
-    return failures
 
 
 def _made_as_new(neutron: NeutronClient, region: str, works: list[PortWork], binds: bool, routed: bool) -> bool:
@@ -175,7 +190,7 @@ def _made_as_new(neutron: NeutronClient, region: str, works: list[PortWork], bin
     (or address, or id) a copy or shadow already holds, with a 409 for the whole
     bulk POST. True when the bulk creates were all taken; False (nothing else
     done, or part of it) sends the caller to read and converge, which finishes it."""
-    bodies: list[dict] = []
+    creates: list[tuple[str, dict]] = []
     for work in works:
         if work.central is None or work.deleted or work.macs != {work.central["mac_address"]} \
                 or bound_region(work.central) in (None, region):
@@ -183,15 +198,11 @@ def _made_as_new(neutron: NeutronClient, region: str, works: list[PortWork], bin
         plan = plans.plan_port(region, work.central, [], shadows=binds, local_members=routed, deleted=False)
         if not plan.create_shadows:
             return False
-        bodies += plan.create_shadows
-    for start in range(0, len(bodies), CHUNK):
-        chunk = bodies[start:start + CHUNK]
-        try:
-            neutron.create_many("ports", chunk)
-        except Rejected as err:
-            LOG.info("%d new shadow(s) in %s refused (%s): reading the region", len(chunk), region, err)
+        creates += [(work.port_id, body) for body in plan.create_shadows]
+    for chunk, refused in _bulk_creates(neutron, region, creates):
+        if refused is not None:
+            LOG.info("%d new shadow(s) in %s refused (%s): reading the region", len(chunk), region, refused)
             return False
-        LOG.info("%d shadow(s) in %s: %s", len(chunk), region, ", ".join(plans.shadow_of(b) or "" for b in chunk))
     return True
 
 
@@ -212,20 +223,30 @@ def _copies(neutron: NeutronClient, network_id: str, works: list[PortWork]) -> d
     return by_port
 
 
-def create_shadows(neutron: NeutronClient, region: str, creates: list[tuple[str, dict]], failures: Failures) -> None:
-    """One bulk create per ``CHUNK``; a chunk Neutron refuses (all or nothing: one
-    shadow made meanwhile refuses the lot) goes one by one, so one port's refusal
-    is that port's alone."""
+def _bulk_creates(neutron: NeutronClient, region: str, creates: list[tuple[str, dict]]
+                  ) -> Iterator[tuple[list[tuple[str, dict]], Rejected | None]]:
+    """Shadows (port id, body) made a bulk create per ``CHUNK``: each chunk with
+    Neutron's refusal, all or nothing (None: all made). The caller decides what a
+    refusal means; stopping the iteration stops the creates."""
     for start in range(0, len(creates), CHUNK):
         chunk = creates[start:start + CHUNK]
         LOG.info("%d shadow(s) in %s: %s", len(chunk), region, ", ".join(port_id for port_id, _ in chunk))
         try:
             neutron.create_many("ports", [body for _, body in chunk])
-            continue
         except Rejected as err:
-            if len(chunk) == 1 and err.status == 409:
-                continue  # created concurrently, converged
-            LOG.info("bulk shadow create in %s refused (%s); one by one", region, err)
+            yield chunk, err
+            continue
+        yield chunk, None
+
+
+def create_shadows(neutron: NeutronClient, region: str, creates: list[tuple[str, dict]], failures: Failures) -> None:
+    """One bulk create per ``CHUNK``; a chunk Neutron refuses (all or nothing: one
+    shadow made meanwhile refuses the lot) goes one by one, so one port's refusal
+    is that port's alone."""
+    for chunk, refused in _bulk_creates(neutron, region, creates):
+        if refused is None or (len(chunk) == 1 and refused.status == 409):
+            continue  # made; or (409) created concurrently, converged
+        LOG.info("bulk shadow create in %s refused (%s); one by one", region, refused)
         for port_id, body in chunk:
             try:
                 neutron.create("ports", body)
@@ -234,55 +255,62 @@ def create_shadows(neutron: NeutronClient, region: str, creates: list[tuple[str,
                     failures.add(port_id, region, err)
 
 
-def apply(services: Services, neutron: NeutronClient, region: str, plan: plans.PortPlan,
-          central: Mapping[str, dict], regional: list[dict]) -> None:
-    """Carry out a port plan in one region: ``central`` by id, ``regional`` the
-    region's ports the plan was made from (shared with network_sync)."""
-    by_id = {p["id"]: p for p in regional}
-    for port_id in plan.delete:
-        original = central.get(port_id)
-        # Deleting a regional compute port deletes it at central too (local
-        # plugin) where central says it lives: never do that to a live port.
-        if plans.is_compute(by_id[port_id]) and original is not None and bound_region(original) == region:
-            continue
-        if not plans.is_shadow(by_id[port_id]) and original is not None and not _still_elsewhere(services, port_id,
-                                                                                              region):
-            # Planned as the stale copy of a port bound elsewhere, from a read that may be
-            # old. The local plugin keeps this worker's deletes in the region (and the
-            # delete is conditional on the copy's revision); this re-read is the second
-            # guard, for a deployment whose worker and local plugin are different users.
-            LOG.info("port %s in %s: no longer bound elsewhere at central; copy kept", port_id, region)
-            continue
-        LOG.info("port %s in %s: deleting %s", port_id, region,
-                 "shadow" if plans.is_shadow(by_id[port_id]) else "copy")
-        delete_as_read(neutron, "ports", by_id[port_id])
-    for port in regional:
-        original = central.get(port["id"])
-        if original is not None and port["id"] not in plan.delete and not plans.is_shadow(port) \
-                and not (port.get("device_owner") or "").startswith("network:"):
-            update_copy(services, neutron, region, port, original)
-    failures = Failures()
-    create_shadows(neutron, region, [(plans.shadow_of(body) or "", body) for body in plan.create_shadows], failures)
-    if failures.by_port:
-        raise failures.first or RuntimeError(f"shadows in {region} refused")
+@dataclass(frozen=True)
+class PortWriter:
+    """Carries out a port plan in one region (port_sync's and network_sync's):
+    deletes only what central still says is elsewhere, updates copies to central's
+    fields (a security group new to the region is copied and routed), makes shadows."""
 
+    regions: Regions  # central's word, read again before a copy goes
+    registry: Registry  # routings of the security groups a copy brings into a region
 
-def _still_elsewhere(services: Services, port_id: str, region: str) -> bool:
-    """Central's current word: the port is bound in a region other than ``region``."""
-    now = services.central.get("ports", port_id)
-    return now is not None and bound_region(now) not in (None, region)
+    def apply(self, neutron: NeutronClient, region: str, plan: plans.PortPlan, central: Mapping[str, dict],
+              regional: list[dict]) -> None:
+        """``central`` by id, ``regional`` the region's ports the plan was made from."""
+        by_id = {p["id"]: p for p in regional}
+        for port_id in plan.delete:
+            original = central.get(port_id)
+            # Deleting a regional compute port deletes it at central too (local
+            # plugin) where central says it lives: never do that to a live port.
+            if plans.is_compute(by_id[port_id]) and original is not None and bound_region(original) == region:
+                continue
+            if not plans.is_shadow(by_id[port_id]) and original is not None \
+                    and not self._still_elsewhere(port_id, region):
+                # Planned as the stale copy of a port bound elsewhere, from a read that may be
+                # old. The local plugin keeps this worker's deletes in the region (and the
+                # delete is conditional on the copy's revision); this re-read is the second
+                # guard, for a deployment whose worker and local plugin are different users.
+                LOG.info("port %s in %s: no longer bound elsewhere at central; copy kept", port_id, region)
+                continue
+            LOG.info("port %s in %s: deleting %s", port_id, region,
+                     "shadow" if plans.is_shadow(by_id[port_id]) else "copy")
+            delete_as_read(neutron, "ports", by_id[port_id])
+        for port in regional:
+            original = central.get(port["id"])
+            if original is not None and port["id"] not in plan.delete and not plans.is_shadow(port) \
+                    and not (port.get("device_owner") or "").startswith("network:"):
+                self.update_copy(neutron, region, port, original)
+        failures = Failures()
+        create_shadows(neutron, region, [(plans.shadow_of(body) or "", body) for body in plan.create_shadows],
+                       failures)
+        if failures.by_port:
+            raise failures.first or RuntimeError(f"shadows in {region} refused")
 
+    def _still_elsewhere(self, port_id: str, region: str) -> bool:
+        """Central's current word: the port is bound in a region other than ``region``."""
+        now = self.regions.central.get("ports", port_id)
+        return now is not None and bound_region(now) not in (None, region)
 
-def update_copy(services: Services, neutron: NeutronClient, region: str, copy: dict, central: dict) -> None:
-    changes = plans.port_changes(central, copy)
-    if not changes:
-        return
-    pod = services.registry.find_pod(region)
-    for group_id in set(central.get("security_groups") or []) - set(copy.get("security_groups") or []):
-        # A group new to this region: a GET copies it (with its rules), and the
-        # routing makes security_group_sync keep it (remote members, later edits).
-        neutron.get("security-groups", group_id)
-        if pod is not None:
-            services.registry.ensure_routing(group_id, group_id, pod.pod_id, central["project_id"], "security_group")
-    LOG.info("port %s in %s: updating %s", central["id"], region, sorted(changes))
-    update_as_read(neutron, "ports", copy, changes)
+    def update_copy(self, neutron: NeutronClient, region: str, copy: dict, central: dict) -> None:
+        changes = plans.port_changes(central, copy)
+        if not changes:
+            return
+        pod = self.registry.find_pod(region)
+        for group_id in set(central.get("security_groups") or []) - set(copy.get("security_groups") or []):
+            # A group new to this region: a GET copies it (with its rules), and the
+            # routing makes security_group_sync keep it (remote members, later edits).
+            neutron.get("security-groups", group_id)
+            if pod is not None:
+                self.registry.ensure_routing(group_id, group_id, pod.pod_id, central["project_id"], "security_group")
+        LOG.info("port %s in %s: updating %s", central["id"], region, sorted(changes))
+        update_as_read(neutron, "ports", copy, changes)

@@ -9,71 +9,84 @@ previous release and address groups nothing names any more."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import address_groups, plans, sg_members
-from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.topology import Topology
+from isthmus.registry import Registry, Tombstones
 
 LOG = logging.getLogger(__name__)
 
 
-def sync_security_groups(services: Services, ctx: JobContext) -> None:
-    project_id = ctx.resource_id
-    try:
-        groups = services.central.list("security-groups", project_id=project_id)
-    except Unavailable as err:
-        raise RetryLater(f"central: {err}") from err
-    routings = services.registry.list_routings({"project_id": project_id, "resource_type": "security_group"})
-    try:
-        # Groups the project's ports use but another project owns (shared by RBAC)
-        # are not in the project's list: read them by id, never take them for deleted.
-        groups += _foreign_groups(services.central, {r.top_id for r in routings} - {g["id"] for g in groups})
-    except Unavailable as err:
-        raise RetryLater(f"central: {err}") from err
-    by_id = {g["id"]: g for g in groups}
-    deleted = services.tombstones.buried("security_group", {r.top_id for r in routings} - set(by_id))
-    members = sg_members.Members(services.central, by_id)
-    unreachable: list[str] = []
-    wired: dict[str, set[str]] = {}  # region -> remote groups its routed copies name
-    for routing in routings:
-        region = services.region_of_pod(routing.pod_id)
-        if region is None:
-            continue
-        neutron = services.neutron(region)
+@dataclass(frozen=True)
+class SecurityGroupSync:
+    """The ``security_group_sync`` handler (keyed by project)."""
+
+    regions: Regions
+    registry: Registry  # the project's security group routings: which regions hold copies
+    topology: Topology
+    tombstones: Tombstones
+
+    def run(self, ctx: JobContext) -> None:
+        project_id = ctx.resource_id
+        central = self.regions.central
         try:
-            if routing.top_id not in by_id:
-                if routing.top_id in deleted:  # central's recorded delete: proof
-                    neutron.delete("security-groups", routing.top_id)
-                    services.registry.delete_routing(routing.id)
-                else:
-                    LOG.warning("security group %s: not at central, no delete recorded; copy in %s kept",
-                                routing.top_id, region)
-                continue
-            group = by_id[routing.top_id]
-            copy = neutron.get("security-groups", group["id"])  # a GET re-copies a lost group
-            if copy is None:
-                continue
-            sg_members.wire_group(neutron, region, group, copy, members, fill=True)
-            wired.setdefault(region, set()).update(
-                address_groups.remote_groups(plans.desired_rules(group, {})))
+            groups = central.list("security-groups", project_id=project_id)
         except Unavailable as err:
-            LOG.warning("security groups of %s: %s; will retry", project_id, err)
-            unreachable.append(region)
-        except Rejected as err:
-            if err.status == 409:  # a group still in use there: try again later
+            raise RetryLater(f"central: {err}") from err
+        routings = self.registry.list_routings({"project_id": project_id, "resource_type": "security_group"})
+        try:
+            # Groups the project's ports use but another project owns (shared by RBAC)
+            # are not in the project's list: read them by id, never take them for deleted.
+            groups += _foreign_groups(central, {r.top_id for r in routings} - {g["id"] for g in groups})
+        except Unavailable as err:
+            raise RetryLater(f"central: {err}") from err
+        by_id = {g["id"]: g for g in groups}
+        deleted = self.tombstones.buried("security_group", {r.top_id for r in routings} - set(by_id))
+        members = sg_members.Members(central, by_id)
+        unreachable: list[str] = []
+        wired: dict[str, set[str]] = {}  # region -> remote groups its routed copies name
+        for routing in routings:
+            region = self.topology.region_of_pod(routing.pod_id)
+            if region is None:
+                continue
+            neutron = self.regions.neutron(region)
+            try:
+                if routing.top_id not in by_id:
+                    if routing.top_id in deleted:  # central's recorded delete: proof
+                        neutron.delete("security-groups", routing.top_id)
+                        self.registry.delete_routing(routing.id)
+                    else:
+                        LOG.warning("security group %s: not at central, no delete recorded; copy in %s kept",
+                                    routing.top_id, region)
+                    continue
+                group = by_id[routing.top_id]
+                copy = neutron.get("security-groups", group["id"])  # a GET re-copies a lost group
+                if copy is None:
+                    continue
+                sg_members.wire_group(neutron, region, group, copy, members, fill=True)
+                wired.setdefault(region, set()).update(
+                    address_groups.remote_groups(plans.desired_rules(group, {})))
+            except Unavailable as err:
+                LOG.warning("security groups of %s: %s; will retry", project_id, err)
                 unreachable.append(region)
-                continue
-            raise PermanentFailure(f"{region}: {err}") from err
-    routed = {found for r in routings if (found := services.region_of_pod(r.pod_id)) is not None}
-    for region in sorted(routed - set(unreachable)):
-        try:
-            _remove_unused(services.neutron(region), project_id, wired.get(region, set()))
-        except Unavailable as err:
-            LOG.warning("address groups of %s in %s: %s; will retry", project_id, region, err)
-            unreachable.append(region)
-    if unreachable:
-        raise RetryLater(f"regions not done: {', '.join(sorted(set(unreachable)))}")
+            except Rejected as err:
+                if err.status == 409:  # a group still in use there: try again later
+                    unreachable.append(region)
+                    continue
+                raise PermanentFailure(f"{region}: {err}") from err
+        routed = {found for r in routings if (found := self.topology.region_of_pod(r.pod_id)) is not None}
+        for region in sorted(routed - set(unreachable)):
+            try:
+                _remove_unused(self.regions.neutron(region), project_id, wired.get(region, set()))
+            except Unavailable as err:
+                LOG.warning("address groups of %s in %s: %s; will retry", project_id, region, err)
+                unreachable.append(region)
+        if unreachable:
+            raise RetryLater(f"regions not done: {', '.join(sorted(set(unreachable)))}")
 
 
 def _remove_unused(neutron: NeutronClient, project_id: str, named: set[str]) -> None:

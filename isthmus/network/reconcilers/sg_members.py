@@ -4,7 +4,7 @@ Two entry points share the helpers here:
 
 * ``security_group_sync`` (project, full, periodic backstop) wires every routed
   group copy with :func:`wire_group` and fills its address groups by diff;
-* ``sg_member_sync`` (:func:`sync_members`, keyed ``<group>#<address>``) is what a
+* ``sg_member_sync`` (:class:`SgMemberSync`, keyed ``<group>#<address>``) is what a
   port event queues, one job per (group, address) pair the event may have
   changed. A batch type: the pairs of a burst are one run, which per group reads
   central's ports holding its addresses (one filtered list) and, in each region,
@@ -23,6 +23,7 @@ import functools
 import ipaddress
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import Batch, JobContext, RetryLater, Stopped
@@ -30,7 +31,8 @@ from isthmus.network import bound_region
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
-from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.topology import Topology
 
 LOG = logging.getLogger(__name__)
 COLLECTION = "address-groups"
@@ -93,10 +95,8 @@ def converge(neutron: NeutronClient, address_group: dict, want: Callable[[set[st
         change = ag.diff(want(have), have)
         try:
             for action, addresses in (("add_addresses", change.add), ("remove_addresses", change.remove)):
-                for start in range(0, len(addresses), _BULK):
-                    if neutron.action(COLLECTION, current["id"], action,
-                                      {"addresses": addresses[start:start + _BULK]}) is None:
-                        raise _Changed()
+                if not _change_addresses(neutron, current["id"], action, addresses):
+                    raise _Changed()
             if change:
                 LOG.info("address group %s in %s: +%d -%d", current["id"], neutron.region,
                          len(change.add), len(change.remove))
@@ -115,6 +115,16 @@ def converge(neutron: NeutronClient, address_group: dict, want: Callable[[set[st
 
 class _Changed(Exception):
     pass
+
+
+def _change_addresses(neutron: NeutronClient, address_group_id: str, action: str, addresses: list[str]) -> bool:
+    """``add_addresses`` or ``remove_addresses``, a call per ``_BULK`` addresses;
+    False when Neutron answers 404 (the group gone, or an address to remove
+    absent): the chunks before it are done, the rest not tried."""
+    for start in range(0, len(addresses), _BULK):
+        if neutron.action(COLLECTION, address_group_id, action, {"addresses": addresses[start:start + _BULK]}) is None:
+            return False
+    return True
 
 
 def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: dict, members: Members,
@@ -199,44 +209,85 @@ def create_rules(neutron: NeutronClient, rules: list[dict]) -> None:
 
 
 # ------------------------------------------------------------------ sg_member_sync
-def sync_members(services: Services, batch: Batch) -> None:
-    """A batch of (group, address) pairs: per group, one read of central and per
-    region one address-group change, whatever the number of its pairs here."""
-    by_group: dict[str, dict[str, list[JobContext]]] = {}
-    for ctx in batch.live():
-        group_id, _, address = ctx.resource_id.partition("#")
-        by_group.setdefault(group_id, {}).setdefault(ag.cidr(address), []).append(ctx)
-    for group_id, pairs in sorted(by_group.items()):
+@dataclass(frozen=True)
+class SgMemberSync:
+    """The ``sg_member_sync`` handler (a batch of (group, address) pairs)."""
+
+    regions: Regions
+    topology: Topology
+    known: ag.KnownAddressGroups  # this worker's hints: address group ids, copies wired
+
+    def run(self, batch: Batch) -> None:
+        """Per group, one read of central and per region one address-group change,
+        whatever the number of its pairs here."""
+        by_group: dict[str, dict[str, list[JobContext]]] = {}
+        for ctx in batch.live():
+            group_id, _, address = ctx.resource_id.partition("#")
+            by_group.setdefault(group_id, {}).setdefault(ag.cidr(address), []).append(ctx)
+        for group_id, pairs in sorted(by_group.items()):
+            try:
+                self.sync_addresses(group_id, sorted(pairs))
+            except Stopped:
+                raise  # the whole run ends (deadline, shutdown): every unmarked job is stopped
+            except Exception as err:  # noqa: BLE001 - this group's jobs get its outcome, the others go on
+                for ctx in (c for contexts in pairs.values() for c in contexts):
+                    batch.raised(ctx, err)
+
+    def sync_pair(self, group_id: str, address: str) -> None:
+        """One (group, address) pair in every region (:meth:`sync_addresses` of one)."""
+        self.sync_addresses(group_id, [ag.cidr(address)])
+
+    def sync_addresses(self, group_id: str, addresses: list[str]) -> None:
+        """Some of a group's addresses in every region: an address is in the group's
+        address group in region X iff a member of the group holding it is bound in a
+        region other than X."""
+        central = self.regions.central
         try:
-            sync_addresses(services, group_id, sorted(pairs))
-        except Stopped:
-            raise  # the whole run ends (deadline, shutdown): every unmarked job is stopped
-        except Exception as err:  # noqa: BLE001 - this group's jobs get its outcome, the others go on
-            for ctx in (c for contexts in pairs.values() for c in contexts):
-                batch.raised(ctx, err)
+            group = central.get("security-groups", group_id)
+            if group is None:
+                return  # deleted: security_group_sync removes what was made for it
+            holders = _holders(central, group_id, addresses)
+        except Unavailable as err:
+            raise RetryLater(f"central: {err}") from err
+        members = Members(central, {group_id: group})
+        in_every_region(self.topology.regions(),
+                        lambda region: self._in_region(region, group, addresses, holders, members),
+                        f"members of {group_id}")
 
-
-def sync_pair(services: Services, group_id: str, address: str) -> None:
-    """One (group, address) pair in every region (:func:`sync_addresses` of one)."""
-    sync_addresses(services, group_id, [ag.cidr(address)])
-
-
-def sync_addresses(services: Services, group_id: str, addresses: list[str]) -> None:
-    """Some of a group's addresses in every region: an address is in the group's
-    address group in region X iff a member of the group holding it is bound in a
-    region other than X."""
-    central = services.central
-    try:
-        group = central.get("security-groups", group_id)
-        if group is None:
-            return  # deleted: security_group_sync removes what was made for it
-        holders = _holders(central, group_id, addresses)
-    except Unavailable as err:
-        raise RetryLater(f"central: {err}") from err
-    members = Members(central, {group_id: group})
-    regions = [p.region_name for p in services.registry.regional_pods()]
-    in_every_region(regions, lambda region: _in_region(services, region, group, addresses, holders, members),
-                    f"members of {group_id}")
+    def _in_region(self, region: str, group: dict, addresses: list[str], holders: Mapping[str, list[dict]],
+                   members: Members) -> None:
+        neutron = self.regions.neutron(region)
+        known = self.known
+        where = {a: {bound_region(p) for p in holders[a]} for a in addresses}
+        present = {a for a in addresses if where[a] - {region}}
+        # Held only by members bound here: the group's own remote-group rule admits
+        # them here already, so the address group may keep such an address (left
+        # from when a member holding it was bound elsewhere) without admitting
+        # anything more; the full pass (security_group_sync) takes it out. So a
+        # member's own region costs its event no read.
+        here_only = {a for a in addresses if where[a] == {region}}
+        absent = set(addresses) - present - here_only
+        wired: dict[str, dict] = {}
+        if any(region in regions for regions in where.values()) and not known.is_wired(region, group):
+            # A member bound here: the group's copy here must be wired (its first
+            # member here makes its address groups and companion rules). Once per
+            # worker and rule set: security_group_sync repairs what changes later.
+            copy = neutron.get("security-groups", group["id"])  # a GET copies it if missing
+            if copy is not None:
+                wired = wire_group(neutron, region, group, copy, members, fill=False)
+                for remote, made in wired.items():
+                    known.remember(region, remote, made["id"])
+                known.wired(region, group)
+        if not absent and (not present or (group["id"] not in wired
+                                           and _add_known(neutron, known, region, group["id"], sorted(present)))):
+            return
+        # Removals always read first: an address is taken out only when it is there.
+        address_group: dict | None = wired.get(group["id"]) or find(neutron, [group])[group["id"]][0]
+        if address_group is None:
+            known.forget(region, group["id"])
+            return  # no rule here names the group: nothing to admit
+        known.remember(region, group["id"], address_group["id"])
+        converge(neutron, address_group, lambda have: (have | present) - absent)
 
 
 def _holders(central: NeutronClient, group_id: str, addresses: list[str]) -> dict[str, list[dict]]:
@@ -253,42 +304,6 @@ def _holders(central: NeutronClient, group_id: str, addresses: list[str]) -> dic
     return found
 
 
-def _in_region(services: Services, region: str, group: dict, addresses: list[str],
-               holders: Mapping[str, list[dict]], members: Members) -> None:
-    neutron = services.neutron(region)
-    known = services.address_groups
-    where = {a: {bound_region(p) for p in holders[a]} for a in addresses}
-    present = {a for a in addresses if where[a] - {region}}
-    # Held only by members bound here: the group's own remote-group rule admits
-    # them here already, so the address group may keep such an address (left
-    # from when a member holding it was bound elsewhere) without admitting
-    # anything more; the full pass (security_group_sync) takes it out. So a
-    # member's own region costs its event no read.
-    here_only = {a for a in addresses if where[a] == {region}}
-    absent = set(addresses) - present - here_only
-    wired: dict[str, dict] = {}
-    if any(region in regions for regions in where.values()) and not known.is_wired(region, group):
-        # A member bound here: the group's copy here must be wired (its first
-        # member here makes its address groups and companion rules). Once per
-        # worker and rule set: security_group_sync repairs what changes later.
-        copy = neutron.get("security-groups", group["id"])  # a GET copies it if missing
-        if copy is not None:
-            wired = wire_group(neutron, region, group, copy, members, fill=False)
-            for remote, made in wired.items():
-                known.remember(region, remote, made["id"])
-            known.wired(region, group)
-    if not absent and (not present or (group["id"] not in wired
-                                       and _add_known(neutron, known, region, group["id"], sorted(present)))):
-        return
-    # Removals always read first: an address is taken out only when it is there.
-    address_group: dict | None = wired.get(group["id"]) or find(neutron, [group])[group["id"]][0]
-    if address_group is None:
-        known.forget(region, group["id"])
-        return  # no rule here names the group: nothing to admit
-    known.remember(region, group["id"], address_group["id"])
-    converge(neutron, address_group, lambda have: (have | present) - absent)
-
-
 def _add_known(neutron: NeutronClient, known: ag.KnownAddressGroups, region: str, group_id: str,
                addresses: list[str]) -> bool:
     """Add to the address group this worker knows, without reading it first;
@@ -298,11 +313,9 @@ def _add_known(neutron: NeutronClient, known: ag.KnownAddressGroups, region: str
     if address_group_id is None:
         return False
     try:
-        for start in range(0, len(addresses), _BULK):
-            chunk = addresses[start:start + _BULK]
-            if neutron.action(COLLECTION, address_group_id, "add_addresses", {"addresses": chunk}) is None:
-                known.forget(region, group_id)
-                return False
+        if not _change_addresses(neutron, address_group_id, "add_addresses", addresses):
+            known.forget(region, group_id)
+            return False
     except Rejected as err:
         if err.status != 400:
             raise

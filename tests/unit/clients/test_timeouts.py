@@ -74,7 +74,8 @@ def test_load_session_applies_the_default_unless_the_group_sets_one(tmp_path):
 ])
 def test_the_worker_bounds_its_region_calls(tmp_path, extra, expected):
     from isthmus.jobs import config as jobs_config
-    from isthmus.network.reconcilers.services import LazyServices, register_opts
+    from isthmus.network.reconcilers.settings import register_opts
+    from isthmus.network.reconcilers.worker import build_handlers
 
     path = tmp_path / "isthmus.conf"
     path.write_text(f"[database]\nconnection = sqlite:///{tmp_path}/i.sqlite\n"
@@ -84,9 +85,9 @@ def test_the_worker_bounds_its_region_calls(tmp_path, extra, expected):
     jobs_config.register_opts(conf)
     register_opts(conf)
     conf(["--config-file", str(path)], project="isthmus-test")
-    services = LazyServices(conf).get()
-    assert services.clients.session.timeout == expected
-    assert services.neutron("RegionOne").timeout == expected
+    regions = build_handlers(conf).network_sync.regions
+    assert regions.clients.session.timeout == expected
+    assert regions.neutron("RegionOne").timeout == expected
 
 
 def test_a_region_that_failed_is_not_tried_again_until_the_cooldown_passes():

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 
 from isthmus.clients import Unavailable
 from isthmus.jobs import JobContext, PermanentFailure
 from isthmus.network import PROFILE_KEY
-from isthmus.network.reconcilers.binding_sync import PORTS, sync_bindings
-from isthmus.network.reconcilers.services import DeleteBrake
+from isthmus.network.reconcilers.binding_sync import PORTS, BindingSync
+from isthmus.network.reconcilers.ovn.access import OvnAccess
+from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.settings import DeleteBrake
+from isthmus.network.reconcilers.topology import Topology
 
 OLD = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
 
@@ -69,20 +73,13 @@ class Nova:
         return server_id not in self.servers
 
 
-@dataclass
-class Pod:
-    region_name: str
+class FakeRegions:
+    """Central, the regions' Neutrons and Novas, as :class:`Regions` gives them."""
 
-
-class Services:
-    def __init__(self, central: Neutron, regions: dict[str, Neutron], novas: dict[str, Nova] | None = None,
-                 brake: DeleteBrake | None = None) -> None:
+    def __init__(self, central: Neutron, regions: dict[str, Neutron], novas: dict[str, Nova]) -> None:
         self.central = central
         self.regions = regions
-        self.novas = novas or {}
-        self.delete_brake = brake or DeleteBrake(share=1.0)
-        self.binding_grace = timedelta(minutes=2)
-        self.registry = self
+        self.novas = novas
 
     def neutron(self, region):
         return self.regions[region]
@@ -90,11 +87,21 @@ class Services:
     def nova(self, region):
         return self.novas.setdefault(region, Nova())
 
-    def ovn(self, region):
-        return None  # ML2/OVS regions
 
-    def regional_pods(self):
-        return [Pod(r) for r in self.regions]
+class FakeTopology:
+    def __init__(self, regions: dict[str, Neutron]) -> None:
+        self._regions = regions
+
+    def regions(self):
+        return list(self._regions)
+
+
+def binding_sync(central: Neutron, regions: dict[str, Neutron], novas: dict[str, Nova] | None = None,
+                 brake: DeleteBrake | None = None) -> BindingSync:
+    """The handler over in-memory regions; ML2/OVS only (no OVN access)."""
+    return BindingSync(cast(Regions, FakeRegions(central, regions, novas or {})),
+                       cast(Topology, FakeTopology(regions)), brake or DeleteBrake(share=1.0),
+                       timedelta(minutes=2), OvnAccess())
 
 
 def port(port_id, region=None, host="", updated=OLD, device="vm"):
@@ -104,14 +111,14 @@ def port(port_id, region=None, host="", updated=OLD, device="vm"):
             "binding:profile": profile, "revision_number": 3, "updated_at": updated}
 
 
-def run(services, region="RegionOne"):
-    sync_bindings(services, JobContext("j", "binding_sync", region, None, {}, 1))
+def run(handler: BindingSync, region="RegionOne"):
+    handler.run(JobContext("j", "binding_sync", region, None, {}, 1))
 
 
 def test_a_bind_central_missed_is_reported_and_an_unbind_too():
     central = Neutron([port("p1"), port("p2", "RegionOne", "h1")])
     one = Neutron([port("p1", host="h1"), port("p2")])  # p1 bound here, p2 unbound here
-    run(Services(central, {"RegionOne": one}))
+    run(binding_sync(central, {"RegionOne": one}))
     reports = dict(central.updates)
     assert reports["p1"]["binding:host_id"] == "h1"
     assert reports["p1"]["binding:profile"][PROFILE_KEY]["region"] == "RegionOne"
@@ -128,7 +135,7 @@ def test_a_port_the_region_lacks_goes_at_central_only_on_novas_word():
                        port("p3", "RegionOne", "h1", device="vm3")])
     two = Neutron([port("p3", host="h2")])  # p3 moved to RegionTwo, its report lost too
     before = _counted("deleted")
-    run(Services(central, {"RegionOne": Region(central=central), "RegionTwo": two}, {"RegionOne": Nova()}))
+    run(binding_sync(central, {"RegionOne": Region(central=central), "RegionTwo": two}, {"RegionOne": Nova()}))
     # p1: gone here, its server gone; p2: changed at central moments ago; p3: held elsewhere
     assert central.deletes == ["p1"]
     assert _counted("deleted") - before == 1
@@ -141,7 +148,7 @@ def test_a_region_restored_from_a_backup_gets_its_copies_back_bound_and_central_
                        port("p3", "RegionOne", "h1", device="")])  # p3: bound, no server
     one = Region(central=central)
     before = _counted("restored")
-    run(Services(central, {"RegionOne": one}, {"RegionOne": Nova({"vm1", "vm2"})}))
+    run(binding_sync(central, {"RegionOne": one}, {"RegionOne": Nova({"vm1", "vm2"})}))
     assert central.deletes == []
     assert sorted(p["id"] for p in one.ports) == ["p1", "p2", "p3"]
     assert _counted("restored") - before == 3
@@ -152,7 +159,7 @@ def test_a_region_restored_from_a_backup_gets_its_copies_back_bound_and_central_
 def test_nova_down_is_no_proof_either_way():
     central = Neutron([port("p1", "RegionOne", "h1", device="vm1")])
     one = Region(central=central)
-    run(Services(central, {"RegionOne": one}, {"RegionOne": Nova(down=True)}))
+    run(binding_sync(central, {"RegionOne": one}, {"RegionOne": Nova(down=True)}))
     assert central.deletes == [] and one.ports == []
 
 
@@ -162,10 +169,10 @@ def test_the_brake_deletes_none_of_a_mass_loss_and_names_them():
     central = Neutron([*bound, kept])
     one = Region(central=central)
     before = _counted("braked")
-    services = Services(central, {"RegionOne": one}, {"RegionOne": Nova({"vm-kept"})},
-                        DeleteBrake(share=0.1, floor=3))
+    handler = binding_sync(central, {"RegionOne": one}, {"RegionOne": Nova({"vm-kept"})},
+                           DeleteBrake(share=0.1, floor=3))
     with pytest.raises(PermanentFailure, match="10 of the 11 ports bound there") as failure:
-        run(services)
+        run(handler)
     assert "p7" in str(failure.value) and "binding_sync_delete_share" in str(failure.value)
     assert central.deletes == []
     assert _counted("braked") - before == 10
@@ -181,5 +188,5 @@ def test_the_brake_allows_the_floor_or_the_share(deletes, bound, allowed):
 def test_an_unreachable_region_is_no_proof_and_two_owners_are_left_alone():
     central = Neutron([port("p1", "RegionOne", "h1"), port("p2", "RegionTwo", "h2")])
     one = Neutron([port("p2", host="h1")])  # RegionOne and RegionTwo both hold p2 bound
-    run(Services(central, {"RegionOne": one, "RegionTwo": Neutron(down=True)}))
+    run(binding_sync(central, {"RegionOne": one, "RegionTwo": Neutron(down=True)}))
     assert central.deletes == [] and central.updates == []

@@ -13,8 +13,12 @@ from isthmus.clients import Rejected, Unavailable
 from isthmus.jobs import Batch, JobContext, RetryLater
 from isthmus.network import PROFILE_KEY
 from isthmus.network.reconcilers import plans
-from isthmus.network.reconcilers.port_sync import sync_ports
-from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.ovn.access import OvnAccess
+from isthmus.network.reconcilers.port_sync import PortSync, PortWriter
+from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.shadows import ShadowPolicy
+from isthmus.network.reconcilers.topology import Topology
+from isthmus.registry import Registry, Tombstones
 
 NET = "net-1"
 REGIONS = ("R1", "R2", "R3")
@@ -90,20 +94,34 @@ class FakeNeutron:
         return {p["id"] for p in self.ports.values() if plans.is_shadow(p)}
 
 
-class FakeServices:
+class FakeTopology:
+    """Every region routed."""
+
+    def __init__(self, regions: Iterable[str]) -> None:
+        self.names = list(regions)
+
+    def regions(self) -> list[str]:
+        return self.names
+
+    def routed_regions(self, network_id: str) -> set[str]:
+        return set(self.names)
+
+
+class FakeCloud:
+    """Central and the regions, standing in for the collaborators PortSync takes:
+    Regions (central, neutron), Tombstones (``buried``), ShadowPolicy (every
+    network wants shadows, every region binds them) and Registry (no pods)."""
+
     def __init__(self, central: FakeNeutron, regions: dict[str, FakeNeutron], buried: Collection[str] = ()):
         self.central = central
         self.regions = regions
         self.buried = buried
-        self.ovn_regions: dict = {}
-        self.tunnel_keys = None
-        self.registry = type("Registry", (), {
-            "regional_pods": lambda _self: [type("Pod", (), {"region_name": r})() for r in regions],
-            "find_pod": lambda _self, region: None})()
-        self.tombstones = type("Tombstones", (), {"is_buried": lambda _self, kind, obj_id: obj_id in self.buried})()
 
     def neutron(self, region: str) -> FakeNeutron:
         return self.regions[region]
+
+    def is_buried(self, kind: str, obj_id: str) -> bool:
+        return obj_id in self.buried
 
     def network_wants_shadows(self, network_id: str) -> bool:
         return True
@@ -111,11 +129,13 @@ class FakeServices:
     def binds_shadows(self, region: str) -> bool:
         return True
 
-    def routed_regions(self, network_id: str) -> set[str]:
-        return set(self.regions)
-
-    def ovn(self, region: str) -> None:
+    def find_pod(self, region: str) -> None:
         return None
+
+    def port_sync(self) -> PortSync:
+        regions = cast(Regions, self)
+        return PortSync(regions, cast(Topology, FakeTopology(self.regions)), cast(Tombstones, self),
+                        cast(ShadowPolicy, self), OvnAccess(), PortWriter(regions, cast(Registry, self)))
 
 
 def batch_of(*port_ids: str, payloads: dict[str, dict] | None = None) -> Batch:
@@ -125,38 +145,38 @@ def batch_of(*port_ids: str, payloads: dict[str, dict] | None = None) -> Batch:
         for pid in port_ids))
 
 
-def cloud(ports: list[dict], **regional: dict) -> FakeServices:
+def cloud(ports: list[dict], **regional: dict) -> FakeCloud:
     """Central with ``ports``; each region holds its own bound ports' copies."""
     regions = {r: FakeNeutron(r, [p for p in ports if p["binding:profile"][PROFILE_KEY]["region"] == r],
                               **regional.get(r, {}))
                for r in REGIONS}
-    return FakeServices(FakeNeutron("central", ports), regions)
+    return FakeCloud(FakeNeutron("central", ports), regions)
 
 
-def run(services: FakeServices, batch: Batch) -> None:
-    sync_ports(cast(Services, services), batch)
+def run(world: FakeCloud, batch: Batch) -> None:
+    world.port_sync().run(batch)
 
 
 def test_a_burst_of_ports_costs_one_list_and_one_bulk_create_per_region():
     ports = [vm(n) for n in range(1, 41)]
-    services = cloud(ports)
+    world = cloud(ports)
     batch = batch_of(*(p["id"] for p in ports))
-    run(services, batch)
-    assert services.central.calls == [("list", "ports")]
+    run(world, batch)
+    assert world.central.calls == [("list", "ports")]
     for region in ("R2", "R3"):
-        assert services.regions[region].shadows() == {p["id"] for p in ports}
-        assert services.regions[region].calls == [("create_many", "ports", 40)]  # new: no read first
-    assert services.regions["R1"].calls == [("list", "ports")]  # bound there: its copy read, no shadow
+        assert world.regions[region].shadows() == {p["id"] for p in ports}
+        assert world.regions[region].calls == [("create_many", "ports", 40)]  # new: no read first
+    assert world.regions["R1"].calls == [("list", "ports")]  # bound there: its copy read, no shadow
     assert all(batch.outcome(ctx) is None for ctx in batch)  # every job succeeds
 
 
 def test_one_refused_shadow_fails_its_own_job_and_the_others_are_made():
     ports = [vm(n) for n in range(1, 6)]
-    services = cloud(ports, R3={"refuse": {ports[2]["mac_address"]}})
+    world = cloud(ports, R3={"refuse": {ports[2]["mac_address"]}})
     batch = batch_of(*(p["id"] for p in ports))
-    run(services, batch)
-    assert services.regions["R3"].shadows() == {p["id"] for p in ports} - {ports[2]["id"]}
-    assert services.regions["R2"].shadows() == {p["id"] for p in ports}
+    run(world, batch)
+    assert world.regions["R3"].shadows() == {p["id"] for p in ports} - {ports[2]["id"]}
+    assert world.regions["R2"].shadows() == {p["id"] for p in ports}
     failed = {ctx.resource_id: batch.outcome(ctx) for ctx in batch if batch.outcome(ctx) is not None}
     assert list(failed) == [ports[2]["id"]]
     outcome = failed[ports[2]["id"]]
@@ -165,66 +185,66 @@ def test_one_refused_shadow_fails_its_own_job_and_the_others_are_made():
 
 def test_shadows_made_meanwhile_converge_without_a_failure():
     ports = [vm(n) for n in range(1, 4)]
-    services = cloud(ports)
-    services.regions["R2"].create("ports", plans.shadow_body(ports[1]))  # another run made one
-    services.regions["R2"].calls.clear()
+    world = cloud(ports)
+    world.regions["R2"].create("ports", plans.shadow_body(ports[1]))  # another run made one
+    world.regions["R2"].calls.clear()
     batch = batch_of(*(p["id"] for p in ports))
-    run(services, batch)
-    assert services.regions["R2"].shadows() == {p["id"] for p in ports}
+    run(world, batch)
+    assert world.regions["R2"].shadows() == {p["id"] for p in ports}
     assert all(batch.outcome(ctx) is None for ctx in batch)
 
 
 def test_a_region_down_retries_the_batch_and_the_others_are_wired():
     ports = [vm(n) for n in range(1, 4)]
-    services = cloud(ports, R3={"down": True})
+    world = cloud(ports, R3={"down": True})
     batch = batch_of(*(p["id"] for p in ports))
-    run(services, batch)
-    assert services.regions["R2"].shadows() == {p["id"] for p in ports}
+    run(world, batch)
+    assert world.regions["R2"].shadows() == {p["id"] for p in ports}
     assert {batch.outcome(ctx).name for ctx in batch} == {"retry_later"}  # type: ignore[union-attr]
 
 
 def test_central_down_retries_every_job_and_touches_no_region():
     ports = [vm(n) for n in range(1, 4)]
-    services = cloud(ports)
-    services.central.down = True
+    world = cloud(ports)
+    world.central.down = True
     batch = batch_of(*(p["id"] for p in ports))
     with pytest.raises(RetryLater, match="central"):  # every unmarked job gets that outcome
-        run(services, batch)
-    assert all(not n.calls for n in services.regions.values())
+        run(world, batch)
+    assert all(not n.calls for n in world.regions.values())
 
 
 def test_a_port_missing_at_central_is_proof_only_with_its_tombstone():
     ports = [vm(1), vm(2)]
-    services = cloud(ports)
-    run(services, batch_of("port-001", "port-002"))
-    assert services.regions["R2"].shadows() == {"port-001", "port-002"}
-    services.central.ports.clear()  # central lists neither now; only port-001's delete is recorded
-    services.buried = {"port-001"}
+    world = cloud(ports)
+    run(world, batch_of("port-001", "port-002"))
+    assert world.regions["R2"].shadows() == {"port-001", "port-002"}
+    world.central.ports.clear()  # central lists neither now; only port-001's delete is recorded
+    world.buried = {"port-001"}
     payloads = {p["id"]: {"network_id": NET, "macs": [p["mac_address"]]} for p in ports}
-    run(services, batch_of("port-001", "port-002", payloads=payloads))
-    assert services.regions["R2"].shadows() == {"port-002"}
-    assert services.regions["R3"].shadows() == {"port-002"}
+    run(world, batch_of("port-001", "port-002", payloads=payloads))
+    assert world.regions["R2"].shadows() == {"port-002"}
+    assert world.regions["R3"].shadows() == {"port-002"}
 
 
 def test_a_port_that_moved_is_read_first_where_its_old_copy_or_shadow_is():
     port = vm(1, "R2")
-    services = cloud([port])
-    run(services, batch_of(port["id"]))
-    assert services.regions["R1"].shadows() == services.regions["R3"].shadows() == {port["id"]}
+    world = cloud([port])
+    run(world, batch_of(port["id"]))
+    assert world.regions["R1"].shadows() == world.regions["R3"].shadows() == {port["id"]}
     moved = vm(1, "R3")  # Nova moved it: bound in R3 now; R2 still holds its unbound copy
-    services.central.ports = {moved["id"] + moved["device_owner"]: moved}
-    services.regions["R2"].ports[port["id"] + port["device_owner"]]["binding:host_id"] = ""
+    world.central.ports = {moved["id"] + moved["device_owner"]: moved}
+    world.regions["R2"].ports[port["id"] + port["device_owner"]]["binding:host_id"] = ""
     # R3 holds the port itself now (one port per id: its shadow made way for it).
-    services.regions["R3"].ports = {moved["id"] + moved["device_owner"]: dict(moved)}
-    for fake in services.regions.values():
+    world.regions["R3"].ports = {moved["id"] + moved["device_owner"]: dict(moved)}
+    for fake in world.regions.values():
         fake.calls.clear()
     batch = batch_of(moved["id"])
-    run(services, batch)
+    run(world, batch)
     # R1's stale shadow (host in R2) refused the blind create: read, replaced.
-    assert services.regions["R1"].calls[:2] == [("create_many", "ports", 1), ("list", "ports")]
-    (shadow,) = [p for p in services.regions["R1"].ports.values() if plans.is_shadow(p)]
+    assert world.regions["R1"].calls[:2] == [("create_many", "ports", 1), ("list", "ports")]
+    (shadow,) = [p for p in world.regions["R1"].ports.values() if plans.is_shadow(p)]
     assert shadow["binding:host_id"] == moved["binding:host_id"]
     # R2: its old copy (unbound) refused the shadow; read, the copy goes, the shadow comes.
-    assert services.regions["R2"].shadows() == {port["id"]}
-    assert services.regions["R3"].calls == [("list", "ports")]  # its own region: read, nothing to do
+    assert world.regions["R2"].shadows() == {port["id"]}
+    assert world.regions["R3"].calls == [("list", "ports")]  # its own region: read, nothing to do
     assert all(batch.outcome(ctx) is None for ctx in batch)

@@ -9,7 +9,8 @@ from isthmus.network import PROFILE_KEY, jobtypes
 from isthmus.network.central import mech_driver
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import sg_members
-from isthmus.network.reconcilers.services import Services
+from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.topology import Topology
 
 S = "11111111-1111-1111-1111-111111111111"
 REMOTE = {"id": "r1", "direction": "ingress", "ethertype": "IPv4", "protocol": None, "port_range_min": None,
@@ -89,33 +90,33 @@ class FakeNeutron:
         return self.get(collection, obj_id)
 
 
-class _Registry:
-    def __init__(self, regions):
-        self.regions = regions
-
-    def regional_pods(self):
-        return [type("Pod", (), {"region_name": r}) for r in self.regions]
-
-
-class _Services:
+class _Regions:
     def __init__(self, central, regions):
         self.central = central
         self.regions = regions
-        self.registry = _Registry(list(regions))
-        self.address_groups = ag.KnownAddressGroups()
 
     def neutron(self, region):
         return self.regions[region]
 
 
+class _Topology:
+    def __init__(self, regions):
+        self.names = list(regions)
+
+    def regions(self):
+        return self.names
+
+
+def member_sync(central: FakeNeutron, regions: dict[str, FakeNeutron]) -> sg_members.SgMemberSync:
+    """The handler over fakes (it reads only central, neutron(region) and the
+    regions' names), with hints of its own."""
+    return sg_members.SgMemberSync(cast(Regions, _Regions(central, regions)), cast(Topology, _Topology(regions)),
+                                   ag.KnownAddressGroups())
+
+
 def as_client(fake: FakeNeutron) -> NeutronClient:
     """The reconcilers call only get/list/create/update/delete/action, which the fake answers."""
     return cast(NeutronClient, fake)
-
-
-def as_services(fake: _Services) -> Services:
-    """sync_pair reads only central, registry and neutron(region), which the fake has."""
-    return cast(Services, fake)
 
 
 def test_converge_rereads_after_a_concurrent_change():
@@ -133,8 +134,8 @@ def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
     r1, r2 = FakeNeutron("R1", [GROUP]), FakeNeutron("R2", [GROUP])
     # R2 already has the address group (a member was bound in R1 before).
     r2_ag = r2.create("address-groups", ag.body(GROUP))
-    services = _Services(central, {"R1": r1, "R2": r2})
-    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
+    handler = member_sync(central, {"R1": r1, "R2": r2})
+    handler.sync_pair(S, "10.0.0.5")
     assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
     # R1, the member's own region: its address group made (empty: no member elsewhere), one companion rule.
     (r1_ag,) = r1.address_groups.values()
@@ -146,13 +147,13 @@ def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
     # its member); R2's add to the address group it knows is refused (there already), then read.
     r1.calls.clear()
     r2.calls.clear()
-    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
+    handler.sync_pair(S, "10.0.0.5")
     assert r1.calls == []
     assert r2.calls == [("add_addresses", ("10.0.0.5/32",)), ("list", "address-groups")]
     assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
     # The port is deleted at central: its address leaves.
     central.ports.clear()
-    sg_members.sync_pair(as_services(services), S, "10.0.0.5/32")
+    handler.sync_pair(S, "10.0.0.5/32")
     assert r2.address_groups[r2_ag["id"]]["addresses"] == set()
 
 
@@ -165,19 +166,19 @@ def test_a_member_moved_here_leaves_its_address_here_until_it_is_gone_from_the_g
     central.groups[S] = GROUP
     r1, r2 = FakeNeutron("R1", [GROUP]), FakeNeutron("R2", [GROUP])
     r1_ag = r1.create("address-groups", ag.body(GROUP))
-    services = _Services(central, {"R1": r1, "R2": r2})
-    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
+    handler = member_sync(central, {"R1": r1, "R2": r2})
+    handler.sync_pair(S, "10.0.0.5")
     assert r1.address_groups[r1_ag["id"]]["addresses"] == {"10.0.0.5/32"}
     central.ports[0] = _vm("a", "10.0.0.5", "R1")  # moved to R1
     r1.calls.clear()
-    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
+    handler.sync_pair(S, "10.0.0.5")
     (r2_ag,) = r2.address_groups.values()
     assert r2.address_groups[r2_ag["id"]]["addresses"] == {"10.0.0.5/32"}
     assert r1.calls[0][0] == "list"  # wiring R1's copy for its first member there, not a removal
     assert not [c for c in r1.calls if c[0] == "remove_addresses"]
     assert r1.address_groups[r1_ag["id"]]["addresses"] == {"10.0.0.5/32"}
     central.ports.clear()  # deleted: no member holds the address, it leaves everywhere
-    sg_members.sync_pair(as_services(services), S, "10.0.0.5")
+    handler.sync_pair(S, "10.0.0.5")
     assert r1.address_groups[r1_ag["id"]]["addresses"] == set()
     assert r2.address_groups[r2_ag["id"]]["addresses"] == set()
 
@@ -199,7 +200,7 @@ def test_a_batch_of_a_groups_pairs_reads_central_once_and_changes_each_address_g
     gone = "10.0.0.99/32"  # a member deleted meanwhile: its pair removes it
     r2.address_groups[made["R2"]["id"]]["addresses"].add(gone)
     batch = _batch(*(f"{S}#10.0.0.{n}/32" for n in range(1, 31)), f"{S}#{gone}")
-    sg_members.sync_members(as_services(_Services(central, {"R1": r1, "R2": r2, "R3": r3})), batch)
+    member_sync(central, {"R1": r1, "R2": r2, "R3": r3}).run(batch)
     want = {f"10.0.0.{n}/32" for n in range(1, 31)}
     assert r2.address_groups[made["R2"]["id"]]["addresses"] == want
     assert r3.address_groups[made["R3"]["id"]]["addresses"] == want
@@ -215,8 +216,8 @@ def test_a_worker_that_knows_the_address_groups_adds_without_reading_and_rereads
     r1, r2, r3 = FakeNeutron("R1", [GROUP]), FakeNeutron("R2", [GROUP]), FakeNeutron("R3", [GROUP])
     for fake in (r2, r3):
         fake.create("address-groups", ag.body(GROUP))
-    services = _Services(central, {"R1": r1, "R2": r2, "R3": r3})
-    sg_members.sync_pair(as_services(services), S, "10.0.0.5")  # learns the ids, wires R1's copy
+    handler = member_sync(central, {"R1": r1, "R2": r2, "R3": r3})
+    handler.sync_pair(S, "10.0.0.5")  # learns the ids, wires R1's copy
     central.ports.append(_vm("b", "10.0.0.6", "R1"))
     for fake in (r1, r2, r3):
         fake.calls.clear()
@@ -234,15 +235,15 @@ def test_a_worker_that_knows_the_address_groups_adds_without_reading_and_rereads
     del r3.address_groups[stale]
     fresh = r3.create("address-groups", ag.body(GROUP, ["10.0.0.5/32"]))
     r3.calls.clear()
-    sg_members.sync_pair(as_services(services), S, "10.0.0.6")
+    handler.sync_pair(S, "10.0.0.6")
     assert not gets and r1.calls == []  # no re-wiring, and its own member needs nothing there
     assert r2.calls == [("add_addresses", ("10.0.0.6/32",))]  # straight to the known group
     assert [c[0] for c in r3.calls] == ["add_addresses", "list", "add_addresses"]  # 404, read, converge
     assert r3.address_groups[fresh["id"]]["addresses"] == {"10.0.0.5/32", "10.0.0.6/32"}
-    assert services.address_groups.id_of("R3", S) == fresh["id"]
+    assert handler.known.id_of("R3", S) == fresh["id"]
     # A rule change at central: R1's copy is wired again on the next member event.
     central.groups[S] = dict(GROUP, security_group_rules=[REMOTE, dict(REMOTE, id="r2", ethertype="IPv6")])
-    sg_members.sync_pair(as_services(services), S, "10.0.0.6")
+    handler.sync_pair(S, "10.0.0.6")
     assert gets == [S]
 
 
@@ -261,7 +262,7 @@ def test_a_group_central_cannot_read_retries_its_pairs_and_the_other_group_goes_
         return real_get(collection, obj_id)
 
     central.get = get  # type: ignore[method-assign]
-    sg_members.sync_members(as_services(_Services(central, {"R1": r1, "R2": r2})), batch)
+    member_sync(central, {"R1": r1, "R2": r2}).run(batch)
     outcomes = {ctx.resource_id: batch.outcome(ctx) for ctx in batch}
     retried = outcomes[f"{other['id']}#10.0.0.7/32"]
     assert retried is not None and retried.name == "retry_later"

@@ -1,9 +1,10 @@
-"""The worker's ``[ovn:<region>]`` sections (isthmus/network/reconcilers/services.py)."""
+"""The worker's ``[ovn:<region>]`` sections (isthmus/network/reconcilers/settings.py, worker.py)."""
 
 import pytest
 from oslo_config import cfg
 
-from isthmus.network.reconcilers.services import load_ovn_regions, register_opts
+from isthmus.network.reconcilers.settings import register_opts
+from isthmus.network.reconcilers.worker import load_ovn_regions
 
 
 def conf_from(tmp_path, text: str) -> cfg.ConfigOpts:
