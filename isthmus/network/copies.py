@@ -20,6 +20,11 @@ _SUBNET_KEYS = ("id", "name", "network_id", "project_id", "ip_version", "cidr", 
 _RULE_KEYS = ("direction", "ethertype", "protocol", "port_range_min", "port_range_max",
               "remote_ip_prefix", "remote_group_id", "remote_address_group_id", "description")
 
+# What a user may set on a central port and its regional copy must show; binding
+# fields are the region's own (it reports them to central, not the reverse).
+PORT_FIELDS = ("name", "description", "admin_state_up", "security_groups", "port_security_enabled",
+               "allowed_address_pairs", "extra_dhcp_opts", "fixed_ips", "mac_address")
+
 
 # IPv6 address modes whose addresses derive from the MAC (neutron_lib's
 # IPV6_SLAAC, DHCPV6_STATELESS): a copy with the same MAC gets the same address,
@@ -167,3 +172,40 @@ def _normal(value: Any) -> Any:
 def _is_set(value: Any) -> bool:
     # neutron-lib's ATTR_NOT_SPECIFIED is a sentinel object, not a plain value.
     return value is not None and type(value).__name__ != "Sentinel"
+
+
+def changed_fields(central: Mapping[str, Any], copy: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """Fields whose central value differs from the copy's (order-insensitive lists)."""
+    out = {}
+    for key in fields:
+        want, have = central.get(key), copy.get(key)
+        if isinstance(want, list) and isinstance(have, list):
+            if sorted(map(repr, want)) == sorted(map(repr, have)):
+                continue
+        elif want == have:
+            continue
+        out[key] = want
+    return out
+
+
+def port_changes(central: Mapping[str, Any], copy: Mapping[str, Any]) -> dict[str, Any]:
+    """The update that makes a regional copy show central's user-settable fields."""
+    changes = changed_fields(central, copy, [f for f in PORT_FIELDS if f not in ("fixed_ips", "extra_dhcp_opts")])
+    if _fixed(central) != _fixed(copy):
+        changes["fixed_ips"] = [{"subnet_id": s, "ip_address": a} for s, a in sorted(_fixed(central))]
+    want, have = _options(central), _options(copy)
+    if want != have:
+        # Neutron merges extra_dhcp_opts on update; an option is removed by a None value.
+        changes["extra_dhcp_opts"] = dhcp_opts(central.get("extra_dhcp_opts") or []) + [
+            {"opt_name": name, "opt_value": None, "ip_version": version}
+            for (name, version) in sorted(set(have) - set(want))]
+    return changes
+
+
+def _fixed(port: Mapping[str, Any]) -> set[tuple[str, str]]:
+    return {(ip["subnet_id"], ip["ip_address"]) for ip in port.get("fixed_ips") or []}
+
+
+def _options(port: Mapping[str, Any]) -> dict[tuple[str, int], Any]:
+    return {(o["opt_name"], int(o.get("ip_version") or 4)): o.get("opt_value")
+            for o in port.get("extra_dhcp_opts") or []}

@@ -1,5 +1,7 @@
-"""Job types of cross-region networking (shared by central, which queues them,
-and the reconcilers, which run them)."""
+"""Job types of cross-region networking and their payloads (shared by central,
+which queues them, and the reconcilers, which run them)."""
+
+from __future__ import annotations
 
 # Make every regional copy of a network converge on central: copies exist where
 # routed, attributes and subnets match, shadow ports mirror ports bound in
@@ -25,3 +27,9 @@ BINDING_SYNC = "binding_sync"
 # (interfaces, routes, gateway), the transit network between halves, floating
 # IPs in the external network's region. Level-triggered; periodic backstop.
 ROUTER_SYNC = "router_sync"
+
+
+def port_sync_payload(network_id: str, *macs: str | None) -> dict:
+    """What a port_sync needs when central no longer has the port (deleted) or
+    its MAC changed: where to look for the old copies."""
+    return {"network_id": network_id, "macs": sorted({m for m in macs if m})}

@@ -194,3 +194,84 @@ def test_the_ccm_is_standalone(imports: list[Import]) -> None:
                         and not any((i.target + ".").startswith(p)
                                     for p in ("isthmus.ccm.", "isthmus.kube.", "isthmus.breaker."))})
     assert strangers == []
+
+
+# --- docs/architecture.md's code map, checked against the imports ----------------------------
+DOC = ROOT.parent / "docs" / "architecture.md"
+UNCHECKED = {"every component", "everything but the CLI"}  # the CLI and the sandbox wire everything
+
+
+@dataclass(frozen=True)
+class MapRow:
+    modules: tuple[str, ...]  # the dotted modules or packages the row covers
+    imports: frozenset[str] | None  # the rows it may import, by name; None: anything
+    points_up: bool  # the row says which of its imports points up the table
+
+
+def row_name(module: str) -> str:
+    """How the table names a row in its imports column: its path below isthmus/."""
+    return module.removeprefix("isthmus.").replace(".", "/")
+
+
+def code_map(text: str) -> list[MapRow]:
+    rows = []
+    section = text.split("## Code map", 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`isthmus/"):
+            continue
+        paths = [p for p in cells[0].split("`")[1::2]]
+        base = paths[0].rsplit("/", 2)[0] if paths[0].endswith("/") else paths[0].rsplit("/", 1)[0]
+        modules = tuple(
+            (p if p.startswith("isthmus/") else f"{base}/{p}").rstrip("/").removesuffix(".py").replace("/", ".")
+            for p in paths)
+        declared = cells[2]
+        names = None if declared in UNCHECKED else frozenset(
+            n.split("(")[0].strip() for n in declared.split(",") if n.strip() not in ("", "-"))
+        rows.append(MapRow(modules, names, "pointing up" in cells[1]))
+    return rows
+
+
+def test_the_code_map_parser_reads_rows() -> None:
+    text = ("## Code map\n| package | what | imports | extra | runs |\n|---|---|---|---|---|\n"
+            "| `isthmus/a.py`, `b.py` | shared | - | base | library |\n"
+            "| `isthmus/c/`, `d/` | the one import pointing up | a, e (lazily) | x | y |\n"
+            "| `isthmus/e/` | all | every component | x | y |\n## Next\n| `isthmus/z/` | | | | |\n")
+    assert code_map(text) == [
+        MapRow(("isthmus.a", "isthmus.b"), frozenset(), False),
+        MapRow(("isthmus.c", "isthmus.d"), frozenset({"a", "e"}), True),
+        MapRow(("isthmus.e",), None, False)]
+
+
+def test_the_code_map_covers_every_package_and_its_imports(imports: list[Import]) -> None:
+    """Every package is in the table; every import between rows is one its row names
+    and points down the table (except the one its row says points up)."""
+    rows = code_map(DOC.read_text())
+    owner: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        for module in row.modules:
+            owner[module] = index
+
+    def mapped(module: str) -> str:
+        """The module or package of the table that holds ``module`` ("" for none)."""
+        while module and module not in owner:
+            module = module.rpartition(".")[0]
+        return module
+
+    packages = {module_name(p) for p in ROOT.rglob("*.py")} - {"isthmus"}
+    assert sorted(m for m in packages if not mapped(m)) == [], "packages missing from the code map"
+    undeclared, upward = set(), set()
+    for imp in imports:
+        importer, target = mapped(imp.importer), mapped(imp.target)
+        if not importer or not target or owner[importer] == owner[target]:
+            continue
+        mine, theirs = owner[importer], owner[target]
+        row, target_name = rows[mine], row_name(target)
+        if row.imports is None:
+            continue
+        if target_name not in row.imports:
+            undeclared.add(f"{imp.importer} -> {imp.target} (row names {sorted(row.imports)})")
+        if theirs > mine and not row.points_up:
+            upward.add(f"{imp.importer} -> {imp.target}")
+    assert sorted(undeclared) == [], "imports the code map does not name"
+    assert sorted(upward) == [], "imports pointing up the code map"

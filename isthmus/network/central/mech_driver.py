@@ -38,11 +38,10 @@ from isthmus.network import (
     dhcp_reservation_name,
     gateway_reservation_name,
     jobtypes,
+    members,
 )
 from isthmus.network.central.state import state
 from isthmus.network.l3_status import set_floatingip_status
-from isthmus.network.reconcilers import address_groups, plans
-from isthmus.network.reconcilers.port_sync import payload as port_sync_payload
 
 LOG = logging.getLogger(__name__)
 
@@ -186,7 +185,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         moved = moved and (port.get(portbindings.HOST_ID) != before.get(portbindings.HOST_ID)
                            or _report(port) != _report(before))
         first_here = self._record_placement(port, before) if moved else False
-        if moved or plans.port_changes(port, before):
+        if moved or copies.port_changes(port, before):
             self._sync_port(port, before)
         if first_here:
             self._sync_network(port["network_id"], port["project_id"], "first port of the network bound there")
@@ -216,7 +215,7 @@ class CentralMechanismDriver(api.MechanismDriver):
                 state().registry.ensure_routing(sg, sg, pod.pod_id, port["project_id"], "security_group")
         LOG.debug("isthmus: queue %s %s", jobtypes.PORT_SYNC, port["id"])
         state().jobs.enqueue(jobtypes.PORT_SYNC, port["id"], project_id=port["project_id"] or None,
-                             payload=port_sync_payload(port["network_id"], port.get("mac_address"),
+                             payload=jobtypes.port_sync_payload(port["network_id"], port.get("mac_address"),
                                                        before.get("mac_address")))
 
     def _record_placement(self, port: dict, before: dict) -> bool:
@@ -348,8 +347,8 @@ class CentralMechanismDriver(api.MechanismDriver):
         """A port event: one sg_member_sync per (group, address) pair whose
         membership it may have changed (not the whole project: no rule changes)."""
         project_id = (port or before or {}).get("project_id") or None
-        for group_id, address in sorted(address_groups.member_pairs(port, before)):
-            key = address_groups.member_key(group_id, address)
+        for group_id, address in sorted(members.member_pairs(port, before)):
+            key = members.member_key(group_id, address)
             LOG.debug("isthmus: queue %s %s", jobtypes.SG_MEMBER_SYNC, key)
             state().jobs.enqueue(jobtypes.SG_MEMBER_SYNC, key, project_id=project_id)
 

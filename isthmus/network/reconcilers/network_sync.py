@@ -15,6 +15,7 @@ from prometheus_client import Counter
 
 from isthmus.clients import NeutronClient, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
+from isthmus.network import copies
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
@@ -85,7 +86,7 @@ class NetworkSync:
         if copy is None:
             LOG.info("network %s: %s holds no copy and central does not place it there", central["id"], region)
             return
-        changes = plans.changed_fields(central, copy, plans.NETWORK_FIELDS)
+        changes = copies.changed_fields(central, copy, plans.NETWORK_FIELDS)
         if changes:
             LOG.info("network %s in %s: updating %s", central["id"], region, sorted(changes))
             update_as_read(neutron, "networks", copy, changes)
@@ -94,7 +95,7 @@ class NetworkSync:
             regional = neutron.get("subnets", subnet["id"])
             if regional is None:
                 continue
-            changes = plans.changed_fields(subnet, regional, plans.SUBNET_FIELDS)
+            changes = copies.changed_fields(subnet, regional, plans.SUBNET_FIELDS)
             if changes:
                 LOG.info("subnet %s in %s: updating %s", subnet["id"], region, sorted(changes))
                 update_as_read(neutron, "subnets", regional, changes)

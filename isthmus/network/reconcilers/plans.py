@@ -15,14 +15,10 @@ from isthmus.network import (
     shadow_port_id,
     shadow_port_name,
 )
-from isthmus.network.copies import dhcp_opts, rule_body, rule_key
+from isthmus.network.copies import rule_body, rule_key
 from isthmus.network.reconcilers import address_groups as address_groups_plan
 
 NETWORK_FIELDS = ("name", "description", "admin_state_up", "shared")
-# What a user may set on a central port and its regional copy must show; binding
-# fields are the region's own (it reports them to central, not the reverse).
-PORT_FIELDS = ("name", "description", "admin_state_up", "security_groups", "port_security_enabled",
-               "allowed_address_pairs", "extra_dhcp_opts", "fixed_ips", "mac_address")
 SUBNET_FIELDS = ("name", "description", "enable_dhcp", "dns_nameservers", "host_routes")
 MEMBER_RULE_TAG = address_groups_plan.LEGACY_MEMBER_TAG  # the previous release's /32 member rules
 
@@ -37,43 +33,6 @@ def is_compute(port: Mapping[str, Any]) -> bool:
 
 def is_shadow(port: Mapping[str, Any]) -> bool:
     return port.get("device_owner") == SHADOW_OWNER
-
-
-def changed_fields(central: Mapping[str, Any], copy: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
-    """Fields whose central value differs from the copy's (order-insensitive lists)."""
-    out = {}
-    for key in fields:
-        want, have = central.get(key), copy.get(key)
-        if isinstance(want, list) and isinstance(have, list):
-            if sorted(map(repr, want)) == sorted(map(repr, have)):
-                continue
-        elif want == have:
-            continue
-        out[key] = want
-    return out
-
-
-def port_changes(central: Mapping[str, Any], copy: Mapping[str, Any]) -> dict[str, Any]:
-    """The update that makes a regional copy show central's user-settable fields."""
-    changes = changed_fields(central, copy, [f for f in PORT_FIELDS if f not in ("fixed_ips", "extra_dhcp_opts")])
-    if _fixed(central) != _fixed(copy):
-        changes["fixed_ips"] = [{"subnet_id": s, "ip_address": a} for s, a in sorted(_fixed(central))]
-    want, have = _options(central), _options(copy)
-    if want != have:
-        # Neutron merges extra_dhcp_opts on update; an option is removed by a None value.
-        changes["extra_dhcp_opts"] = dhcp_opts(central.get("extra_dhcp_opts") or []) + [
-            {"opt_name": name, "opt_value": None, "ip_version": version}
-            for (name, version) in sorted(set(have) - set(want))]
-    return changes
-
-
-def _fixed(port: Mapping[str, Any]) -> set[tuple[str, str]]:
-    return {(ip["subnet_id"], ip["ip_address"]) for ip in port.get("fixed_ips") or []}
-
-
-def _options(port: Mapping[str, Any]) -> dict[tuple[str, int], Any]:
-    return {(o["opt_name"], int(o.get("ip_version") or 4)): o.get("opt_value")
-            for o in port.get("extra_dhcp_opts") or []}
 
 
 @dataclass

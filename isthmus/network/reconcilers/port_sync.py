@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import Batch, JobContext, RetryLater, Stopped
-from isthmus.network import bound_region
+from isthmus.network import bound_region, copies
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
@@ -43,12 +43,6 @@ from isthmus.registry import Registry, Tombstones
 
 LOG = logging.getLogger(__name__)
 CHUNK = 100  # ids or MACs per list call: a URL well under any proxy's limit
-
-
-def payload(network_id: str, *macs: str | None) -> dict:
-    """What a port_sync needs when central no longer has the port (deleted) or
-    its MAC changed: where to look for the old copies."""
-    return {"network_id": network_id, "macs": sorted({m for m in macs if m})}
 
 
 @dataclass
@@ -302,7 +296,7 @@ class PortWriter:
         return now is not None and bound_region(now) not in (None, region)
 
     def update_copy(self, neutron: NeutronClient, region: str, copy: dict, central: dict) -> None:
-        changes = plans.port_changes(central, copy)
+        changes = copies.port_changes(central, copy)
         if not changes:
             return
         pod = self.registry.find_pod(region)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import Batch, JobContext, RetryLater, Stopped
-from isthmus.network import bound_region
+from isthmus.network import bound_region, members
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
@@ -91,7 +91,7 @@ def converge(neutron: NeutronClient, address_group: dict, want: Callable[[set[st
     again and recompute."""
     current = address_group
     for _ in range(_ATTEMPTS):
-        have = {ag.cidr(a) for a in current.get("addresses") or []}
+        have = {members.cidr(a) for a in current.get("addresses") or []}
         change = ag.diff(want(have), have)
         try:
             for action, addresses in (("add_addresses", change.add), ("remove_addresses", change.remove)):
@@ -223,7 +223,7 @@ class SgMemberSync:
         by_group: dict[str, dict[str, list[JobContext]]] = {}
         for ctx in batch.live():
             group_id, _, address = ctx.resource_id.partition("#")
-            by_group.setdefault(group_id, {}).setdefault(ag.cidr(address), []).append(ctx)
+            by_group.setdefault(group_id, {}).setdefault(members.cidr(address), []).append(ctx)
         for group_id, pairs in sorted(by_group.items()):
             try:
                 self.sync_addresses(group_id, sorted(pairs))
@@ -235,7 +235,7 @@ class SgMemberSync:
 
     def sync_pair(self, group_id: str, address: str) -> None:
         """One (group, address) pair in every region (:meth:`sync_addresses` of one)."""
-        self.sync_addresses(group_id, [ag.cidr(address)])
+        self.sync_addresses(group_id, [members.cidr(address)])
 
     def sync_addresses(self, group_id: str, addresses: list[str]) -> None:
         """Some of a group's addresses in every region: an address is in the group's
@@ -298,8 +298,8 @@ def _holders(central: NeutronClient, group_id: str, addresses: list[str]) -> dic
         chunk = addresses[start:start + _BULK]
         ips = [f"ip_address={ipaddress.ip_network(a).network_address}" for a in chunk]
         for port in central.list("ports", fixed_ips=ips if len(ips) > 1 else ips[0]):
-            if ag.is_member(port, group_id):
-                for address in ag.addresses_of(port) & set(chunk):
+            if members.is_member(port, group_id):
+                for address in members.addresses_of(port) & set(chunk):
                     found[address].append(port)
     return found
 

@@ -1,6 +1,6 @@
 """Remote-group members as regional address groups: pure planning."""
 
-from isthmus.network import PROFILE_KEY, SHADOW_OWNER
+from isthmus.network import PROFILE_KEY, SHADOW_OWNER, members
 from isthmus.network.copies import rule_key
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import plans
@@ -111,12 +111,12 @@ def test_only_the_group_owners_address_group_counts_lowest_id_first():
 
 def test_port_events_name_the_pairs_they_change():
     bound = _vm("a", ["10.0.0.5"], "RegionOne")
-    assert ag.member_pairs(bound, _vm("a", ["10.0.0.5"], None)) == {(S, "10.0.0.5/32")}  # bound
-    assert ag.member_pairs(None, bound) == {(S, "10.0.0.5/32")}  # deleted
-    assert ag.member_pairs(_vm("a", ["10.0.0.5"], "RegionTwo"), bound) == {(S, "10.0.0.5/32")}  # moved
-    assert ag.member_pairs(_vm("a", ["10.0.0.9"], "RegionOne"), bound) == {(S, "10.0.0.5/32"), (S, "10.0.0.9/32")}
-    assert ag.member_pairs(_vm("a", ["10.0.0.5"], "RegionOne", groups=("g2",)), bound) == \
+    assert members.member_pairs(bound, _vm("a", ["10.0.0.5"], None)) == {(S, "10.0.0.5/32")}  # bound
+    assert members.member_pairs(None, bound) == {(S, "10.0.0.5/32")}  # deleted
+    assert members.member_pairs(_vm("a", ["10.0.0.5"], "RegionTwo"), bound) == {(S, "10.0.0.5/32")}  # moved
+    assert members.member_pairs(_vm("a", ["10.0.0.9"], "RegionOne"), bound) == {(S, "10.0.0.5/32"), (S, "10.0.0.9/32")}
+    assert members.member_pairs(_vm("a", ["10.0.0.5"], "RegionOne", groups=("g2",)), bound) == \
         {(S, "10.0.0.5/32"), ("g2", "10.0.0.5/32")}
-    assert ag.member_pairs(dict(bound, name="renamed"), bound) == set()  # nothing membership-related
-    assert ag.member_pairs(_vm("a", ["10.0.0.5"], None), _vm("a", ["10.0.0.6"], None)) == set()  # never a member
-    assert ag.member_key(S, "fd00::6") == f"{S}#fd00::6/128"
+    assert members.member_pairs(dict(bound, name="renamed"), bound) == set()  # nothing membership-related
+    assert members.member_pairs(_vm("a", ["10.0.0.5"], None), _vm("a", ["10.0.0.6"], None)) == set()  # never a member
+    assert members.member_key(S, "fd00::6") == f"{S}#fd00::6/128"
