@@ -13,6 +13,8 @@ from isthmus.jobs.errors import InvalidJobRequest
 MAX_TYPE_LEN = 64
 MAX_RESOURCE_LEN = 255
 MAX_PROJECT_LEN = 64
+# Payload key of hints, {name: True}: work an event says its run may skip (docs/jobs.md, Coalescing).
+HINTS = "hints"
 
 
 class JobStatus(enum.StrEnum):

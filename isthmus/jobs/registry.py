@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock, SystemClock
 from isthmus.jobs.errors import InvalidJobRequest, Stopped, UnknownJobType
-from isthmus.jobs.models import MAX_TYPE_LEN, ResourceRef
+from isthmus.jobs.models import HINTS, MAX_TYPE_LEN, ResourceRef
 
 if TYPE_CHECKING:
     from isthmus.jobs.batch import Batch
@@ -75,6 +75,12 @@ class JobContext:
     deadline: datetime | None = None  # None: no deadline (a context built outside the runner)
     _clock: Clock = field(default_factory=SystemClock, repr=False, compare=False)
     _lease: LeaseWatch = field(default_factory=LeaseWatch, repr=False, compare=False)
+
+    def hinted(self, name: str) -> bool:
+        """Whether every event this run serves said it may skip ``name``'s work
+        (``payload["hints"]``; coalescing keeps a hint only when all events gave it)."""
+        hints = self.payload.get(HINTS)
+        return isinstance(hints, Mapping) and hints.get(name) is True
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (negative once past); None without one."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.errors import InvalidJobState
-from isthmus.jobs.models import Job, JobRequest, JobStatus
+from isthmus.jobs.models import HINTS, Job, JobRequest, JobStatus
 
 Values = dict[str, Any]
 
@@ -72,9 +72,6 @@ def on_enqueue(job: Job, req: JobRequest, now: datetime) -> Values:
     elif job.status in (JobStatus.SUCCESS, JobStatus.FAIL):
         values.update(_new_cycle(now))
     return values
-
-
-HINTS = "hints"  # payload key: {name: True}, work an event says its run may skip
 
 
 def merged_payload(waiting: Mapping[str, Any], newer: Mapping[str, Any]) -> dict[str, Any]:

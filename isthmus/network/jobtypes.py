@@ -3,6 +3,8 @@ which queues them, and the reconcilers, which run them)."""
 
 from __future__ import annotations
 
+from isthmus.jobs.models import HINTS
+
 # Make every regional copy of a network converge on central: copies exist where
 # routed, attributes and subnets match, shadow ports mirror ports bound in
 # other regions, ports deleted at central are gone.
@@ -29,7 +31,17 @@ BINDING_SYNC = "binding_sync"
 ROUTER_SYNC = "router_sync"
 
 
-def port_sync_payload(network_id: str, *macs: str | None) -> dict:
+def fresh_bind_hint(region: str) -> str:
+    """port_sync's hint (docs/jobs.md, Coalescing): the event is the port's first
+    binding, in ``region``, with no other change, so that region holds the port as
+    the local plugin made it from central: nothing to read or write there."""
+    return f"fresh_bind_in:{region}"
+
+
+def port_sync_payload(network_id: str, *macs: str | None, fresh_bind_in: str | None = None) -> dict:
     """What a port_sync needs when central no longer has the port (deleted) or
-    its MAC changed: where to look for the old copies."""
-    return {"network_id": network_id, "macs": sorted({m for m in macs if m})}
+    its MAC changed: where to look for the old copies; and its hint, if any."""
+    payload: dict = {"network_id": network_id, "macs": sorted({m for m in macs if m})}
+    if fresh_bind_in:
+        payload[HINTS] = {fresh_bind_hint(fresh_bind_in): True}
+    return payload

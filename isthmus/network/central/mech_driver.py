@@ -51,6 +51,16 @@ def _report(port: dict) -> dict | None:
     return report if report and report.get("region") else None
 
 
+def _first_bind_region(port: dict, before: dict) -> str | None:
+    """The region of the port's first binding report, when the event is that and
+    nothing else: never bound or reported before, no field a copy shows changed."""
+    report = _report(port)
+    if (report is None or _report(before) is not None or before.get(portbindings.HOST_ID)
+            or port.get("mac_address") != before.get("mac_address") or copies.port_changes(port, before)):
+        return None
+    return report["region"]
+
+
 def _is_user_port(port: dict) -> bool:
     """A port a user owns and regions copy (not DHCP, router or reservation ports, not shadows)."""
     owner = port.get("device_owner") or ""
@@ -216,7 +226,8 @@ class CentralMechanismDriver(api.MechanismDriver):
         LOG.debug("isthmus: queue %s %s", jobtypes.PORT_SYNC, port["id"])
         state().jobs.enqueue(jobtypes.PORT_SYNC, port["id"], project_id=port["project_id"] or None,
                              payload=jobtypes.port_sync_payload(port["network_id"], port.get("mac_address"),
-                                                       before.get("mac_address")))
+                                                                before.get("mac_address"),
+                                                                fresh_bind_in=_first_bind_region(port, before)))
 
     def _record_placement(self, port: dict, before: dict) -> bool:
         """Routings say where a central object has copies; reconcilers read them.

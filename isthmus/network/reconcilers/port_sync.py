@@ -8,7 +8,11 @@ list call (by network and MACs, answered from the region's own database), one
 bulk create of the shadows, and a write per changed copy; its work follows the
 ports that changed, never the size of the network. Where every port of the
 batch is newly bound elsewhere, the bulk create goes first and the list only
-follows Neutron's refusal (a copy or shadow there already):
+follows Neutron's refusal (a copy or shadow there already). A port's first bind
+(central's hint, ``jobtypes.fresh_bind_hint``) costs nothing in its own region:
+the local plugin made it there from central a moment ago.
+
+What the handler keeps:
 
 * the regional copy shows central's user-settable fields (a security change
   that never reaches the enforcing region is a security hole);
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import Batch, JobContext, RetryLater, Stopped
-from isthmus.network import bound_region, copies
+from isthmus.network import bound_region, copies, jobtypes
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
@@ -59,6 +63,12 @@ class PortWork:
     @property
     def port_id(self) -> str:
         return self.ctx.resource_id
+
+    def fresh_in(self, region: str) -> bool:
+        """Just bound in ``region`` for the first time (its events said so) and
+        still bound there: the region holds it as the local plugin made it."""
+        return (self.ctx.hinted(jobtypes.fresh_bind_hint(region)) and self.central is not None
+                and bound_region(self.central) == region)
 
 
 @dataclass
@@ -123,18 +133,21 @@ class PortSync:
         def sync_region(region: str) -> None:
             neutron = self.regions.neutron(region)
             binds = shadows and self.shadows.binds_shadows(region)
-            if not _made_as_new(neutron, region, works, binds, region in routed):
-                _converge_region(neutron, region, binds)
+            # A port's first bind costs nothing in its own region: most of a burst's
+            # events need only their shadows elsewhere.
+            todo = [w for w in works if not w.fresh_in(region)]
+            if todo and not _made_as_new(neutron, region, todo, binds, region in routed):
+                _converge_region(neutron, region, binds, todo)
             ovn = self.ovn.region(region)
             if ovn is not None and shadows and self.ovn.keys is not None:
                 ovn_wiring.sync_ports(ovn, network_id, [w.central for w in works if w.central is not None],
                                       [w.port_id for w in works if w.deleted], self.ovn.keys, hypervisors)
 
-        def _converge_region(neutron: NeutronClient, region: str, binds: bool) -> None:
-            """Read the region's copies of the batch's ports, then plan and apply."""
-            copies = _copies(neutron, network_id, works)
+        def _converge_region(neutron: NeutronClient, region: str, binds: bool, todo: list[PortWork]) -> None:
+            """Read the region's copies of these ports, then plan and apply."""
+            copies = _copies(neutron, network_id, todo)
             creates: list[tuple[str, dict]] = []
-            for work in works:
+            for work in todo:
                 mine = copies.get(work.port_id, [])
                 plan = plans.plan_port(region, work.central, mine, shadows=binds, local_members=region in routed,
                                        deleted=work.deleted)

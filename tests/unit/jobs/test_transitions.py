@@ -10,8 +10,7 @@ import pytest
 from isthmus.jobs import InvalidJobState, JobRequest, JobStatus, ManualClock, RetryPolicy
 from isthmus.jobs import transitions as t
 from isthmus.jobs.errors import InvalidJobRequest
-from isthmus.jobs.models import Job, JobFilter
-from isthmus.jobs.transitions import HINTS
+from isthmus.jobs.models import HINTS, Job, JobFilter
 
 NOW = ManualClock().now()
 POLICY = RetryPolicy(max_attempts=3, base_delay=10.0, max_delay=60.0, jitter=0.0)
@@ -58,6 +57,17 @@ def test_a_hint_holds_when_every_waiting_event_gave_it() -> None:
     values = t.on_enqueue(job(status=JobStatus.RUNNING, rerun=True, payload=first),
                           JobRequest("sync", "r1", None, {"macs": ["m1"], HINTS: {"first_bind": True}}), NOW)
     assert values["payload"] == {"macs": ["m1"], HINTS: {"first_bind": True}}
+
+
+def test_a_handler_reads_a_hint_only_when_it_holds() -> None:
+    from isthmus.jobs import JobContext
+
+    def ctx(payload):
+        return JobContext("j", "sync", "r1", None, payload, 1)
+
+    assert ctx({HINTS: {"first_bind": True}}).hinted("first_bind")
+    assert not ctx({HINTS: {}}).hinted("first_bind") and not ctx({}).hinted("first_bind")
+    assert not ctx({HINTS: {"first_bind": "yes"}}).hinted("first_bind") and not ctx({HINTS: []}).hinted("x")
 
 
 def test_a_served_payload_is_replaced() -> None:

@@ -12,6 +12,7 @@ import pytest
 from isthmus.clients import Rejected, Unavailable
 from isthmus.jobs import Batch, JobContext, RetryLater
 from isthmus.network import PROFILE_KEY
+from isthmus.network.jobtypes import port_sync_payload
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.ovn.access import OvnAccess
 from isthmus.network.reconcilers.port_sync import PortSync, PortWriter
@@ -168,6 +169,28 @@ def test_a_burst_of_ports_costs_one_list_and_one_bulk_create_per_region():
         assert world.regions[region].calls == [("create_many", "ports", 40)]  # new: no read first
     assert world.regions["R1"].calls == [("list", "ports")]  # bound there: its copy read, no shadow
     assert all(batch.outcome(ctx) is None for ctx in batch)  # every job succeeds
+
+
+def test_a_first_bind_costs_nothing_in_its_own_region():
+    ports = [vm(1, "R1"), vm(2, "R1"), vm(3, "R2")]
+    world = cloud(ports)
+    fresh = port_sync_payload(NET, "m", fresh_bind_in="R1")
+    batch = batch_of(*(p["id"] for p in ports), payloads={"port-001": fresh, "port-002": fresh})
+    run(world, batch)
+    assert world.regions["R1"].calls == [("create_many", "ports", 1)]  # only port-003's shadow
+    assert world.regions["R2"].calls == [("list", "ports"), ("create_many", "ports", 2)]  # port-003: no hint
+    assert world.regions["R3"].shadows() == {p["id"] for p in ports}
+    assert all(batch.outcome(ctx) is None for ctx in batch)
+
+
+def test_the_first_bind_hint_is_ignored_once_the_port_is_bound_elsewhere():
+    moved = vm(1, "R2")  # the hint came with a bind in R1; central now says R2
+    world = cloud([moved])
+    world.regions["R1"].create("ports", plans.shadow_body(vm(9, "R3")))  # unrelated
+    world.regions["R1"].calls.clear()
+    run(world, batch_of("port-001", payloads={"port-001": port_sync_payload(NET, "m", fresh_bind_in="R1")}))
+    assert world.regions["R1"].shadows() >= {"port-001"}  # R1 is not its region: it gets its shadow
+    assert world.regions["R2"].calls == [("list", "ports")]  # its own region, not fresh there: read
 
 
 def test_one_refused_shadow_fails_its_own_job_and_the_others_are_made():
