@@ -24,40 +24,48 @@ JOBS_ALL_PROJECTS = "admin_api:jobs:all_projects"
 BINDINGS_ALL_PROJECTS = "admin_api:bindings:all_projects"
 
 
-def _rule(name: str, description: str, method: str, path: str) -> policy.DocumentedRuleDefault:
+_ADMIN_ONLY = f"rule:{ADMIN_API}"
+
+# One row a rule: name, check string, description, and the operation it guards
+# ("METHOD /path"), or None for a rule the handlers consult rather than a route.
+# The order is that of the sample file oslopolicy-sample-generator prints.
+_DEFAULTS: tuple[tuple[str, str, str, str | None], ...] = (
+    (ADMIN_API, "role:admin", "Who may use the Admin API at all.", None),
+    ("admin_api:pods:create", _ADMIN_ONLY, "Register a region as a pod.", "POST /v1.0/pods"),
+    ("admin_api:pods:list", _ADMIN_ONLY, "List pods.", "GET /v1.0/pods"),
+    ("admin_api:pods:show", _ADMIN_ONLY, "Show a pod.", "GET /v1.0/pods/{pod_id}"),
+    ("admin_api:pods:delete", _ADMIN_ONLY, "Delete a pod and its routings.", "DELETE /v1.0/pods/{pod_id}"),
+    ("admin_api:routings:create", _ADMIN_ONLY, "Create a routing.", "POST /v1.0/routings"),
+    ("admin_api:routings:list", _ADMIN_ONLY, "List routings.", "GET /v1.0/routings"),
+    ("admin_api:routings:show", _ADMIN_ONLY, "Show a routing.", "GET /v1.0/routings/{id}"),
+    ("admin_api:routings:update", _ADMIN_ONLY, "Update a routing.", "PUT /v1.0/routings/{id}"),
+    ("admin_api:routings:delete", _ADMIN_ONLY, "Delete a routing.", "DELETE /v1.0/routings/{id}"),
+    (ROUTINGS_ALL_PROJECTS, _ADMIN_ONLY, "See and name routings of any project (else only the token's project).", None),
+    ("admin_api:bindings:create", _ADMIN_ONLY, "Bind a project to a regional pod.", "POST /v1.0/bindings"),
+    ("admin_api:bindings:list", _ADMIN_ONLY, "List project-to-pod bindings.", "GET /v1.0/bindings"),
+    ("admin_api:bindings:show", _ADMIN_ONLY, "Show a binding.", "GET /v1.0/bindings/{id}"),
+    ("admin_api:bindings:delete", _ADMIN_ONLY, "Delete a binding.", "DELETE /v1.0/bindings/{id}"),
+    (BINDINGS_ALL_PROJECTS, _ADMIN_ONLY, "See and bind any project (else only the token's project).", None),
+    ("admin_api:jobs:schemas", _ADMIN_ONLY, "List job types and their resource keys.", "GET /v1.0/jobs/schemas"),
+    ("admin_api:jobs:create", _ADMIN_ONLY, "Queue a job.", "POST /v1.0/jobs"),
+    ("admin_api:jobs:list", _ADMIN_ONLY, "List jobs.", "GET /v1.0/jobs"),
+    ("admin_api:jobs:show", _ADMIN_ONLY, "Show a job.", "GET /v1.0/jobs/{job_id}"),
+    ("admin_api:jobs:delete", _ADMIN_ONLY, "Delete a job that is not running.", "DELETE /v1.0/jobs/{job_id}"),
+    ("admin_api:jobs:redo", _ADMIN_ONLY, "Re-queue a failed or waiting job now.", "PUT /v1.0/jobs/{job_id}"),
+    (JOBS_ALL_PROJECTS, _ADMIN_ONLY, "See and queue jobs of any project (else only the token's project).", None),
+)
+
+
+def _default(name: str, check_str: str, description: str, operation: str | None) -> policy.RuleDefault:
+    if operation is None:
+        return policy.RuleDefault(name, check_str, description=description)
+    method, path = operation.split(" ", 1)
     return policy.DocumentedRuleDefault(
-        name=name, check_str=f"rule:{ADMIN_API}", description=description,
+        name=name, check_str=check_str, description=description,
         operations=[{"method": method, "path": path}])
 
 
-RULES: list[policy.RuleDefault] = [
-    policy.RuleDefault(ADMIN_API, "role:admin", description="Who may use the Admin API at all."),
-    _rule("admin_api:pods:create", "Register a region as a pod.", "POST", "/v1.0/pods"),
-    _rule("admin_api:pods:list", "List pods.", "GET", "/v1.0/pods"),
-    _rule("admin_api:pods:show", "Show a pod.", "GET", "/v1.0/pods/{pod_id}"),
-    _rule("admin_api:pods:delete", "Delete a pod and its routings.", "DELETE", "/v1.0/pods/{pod_id}"),
-    _rule("admin_api:routings:create", "Create a routing.", "POST", "/v1.0/routings"),
-    _rule("admin_api:routings:list", "List routings.", "GET", "/v1.0/routings"),
-    _rule("admin_api:routings:show", "Show a routing.", "GET", "/v1.0/routings/{id}"),
-    _rule("admin_api:routings:update", "Update a routing.", "PUT", "/v1.0/routings/{id}"),
-    _rule("admin_api:routings:delete", "Delete a routing.", "DELETE", "/v1.0/routings/{id}"),
-    policy.RuleDefault(ROUTINGS_ALL_PROJECTS, f"rule:{ADMIN_API}",
-                       description="See and name routings of any project (else only the token's project)."),
-    _rule("admin_api:bindings:create", "Bind a project to a regional pod.", "POST", "/v1.0/bindings"),
-    _rule("admin_api:bindings:list", "List project-to-pod bindings.", "GET", "/v1.0/bindings"),
-    _rule("admin_api:bindings:show", "Show a binding.", "GET", "/v1.0/bindings/{id}"),
-    _rule("admin_api:bindings:delete", "Delete a binding.", "DELETE", "/v1.0/bindings/{id}"),
-    policy.RuleDefault(BINDINGS_ALL_PROJECTS, f"rule:{ADMIN_API}",
-                       description="See and bind any project (else only the token's project)."),
-    _rule("admin_api:jobs:schemas", "List job types and their resource keys.", "GET", "/v1.0/jobs/schemas"),
-    _rule("admin_api:jobs:create", "Queue a job.", "POST", "/v1.0/jobs"),
-    _rule("admin_api:jobs:list", "List jobs.", "GET", "/v1.0/jobs"),
-    _rule("admin_api:jobs:show", "Show a job.", "GET", "/v1.0/jobs/{job_id}"),
-    _rule("admin_api:jobs:delete", "Delete a job that is not running.", "DELETE", "/v1.0/jobs/{job_id}"),
-    _rule("admin_api:jobs:redo", "Re-queue a failed or waiting job now.", "PUT", "/v1.0/jobs/{job_id}"),
-    policy.RuleDefault(JOBS_ALL_PROJECTS, f"rule:{ADMIN_API}",
-                       description="See and queue jobs of any project (else only the token's project)."),
-]
+RULES: list[policy.RuleDefault] = [_default(*row) for row in _DEFAULTS]
 
 
 def list_rules() -> list[policy.RuleDefault]:

@@ -35,6 +35,7 @@ from isthmus.ccm.controllers.lifecycle import LifecycleController
 from isthmus.ccm.controllers.node import NodeController
 from isthmus.ccm.kube.informer import Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.kube.nodes import NodeAPI, NodeView
+from isthmus.ccm.leading import work_while_leading
 from isthmus.kube.leader import LeaseElector
 
 LOG = logging.getLogger("isthmus.ccm")
@@ -196,22 +197,10 @@ def run(manager: Manager, elector: LeaseElector, informer: Informer, stop: threa
     threads = start_threads(manager, elector, informer, stop)
     if on_threads is not None:
         on_threads(threads)
-    leading = False
     try:
-        while not stop.is_set():
-            manager.beat()
-            if not elector.is_leader():
-                leading = False
-                stop.wait(tick)
-                continue
-            if not leading:
-                leading = True
-                manager.started_leading()
-            try:
-                manager.step(wait=tick)
-            except Exception as exc:  # noqa: BLE001 - e.g. the API server is briefly away
-                LOG.warning("controller pass failed: %s", exc)
-                stop.wait(tick)
+        # A step fails e.g. while the API server is briefly away.
+        work_while_leading(stop, elector.is_leader, manager.started_leading, lambda: manager.step(wait=tick),
+                           tick=tick, log=LOG, what="controller pass", beat=manager.beat)
     finally:
         stop.set()
         informer.stop()

@@ -8,11 +8,9 @@ them as they are. What both need to serve a region behind Isthmus lives here.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
+from isthmus.configs.ini import MutableSections as Sections
 from isthmus.configs.ini import ServiceUser, database, keystone_authtoken, password_auth, service_client
-
-Sections = dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)

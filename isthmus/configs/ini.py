@@ -12,6 +12,8 @@ from isthmus.clients.authtoken import KEYSTONE_TIMEOUT
 from isthmus.db.engine import timeout_args
 
 Sections = Mapping[str, Mapping[str, Any]]
+# What the renderers build and the sandbox overlays its tuning onto.
+MutableSections = dict[str, dict[str, Any]]
 
 
 def render(sections: Sections) -> str:
@@ -35,14 +37,14 @@ def render(sections: Sections) -> str:
     return "\n".join(out)
 
 
-def prune(sections: Sections) -> dict[str, dict[str, Any]]:
+def prune(sections: Sections) -> MutableSections:
     """Drop sections whose every value is None (an operator leaves the product
     defaults alone where the sandbox sets tuning values)."""
     return {name: dict(options) for name, options in sections.items()
             if any(value is not None for value in options.values())}
 
 
-def overlay(base: Sections, extra: Sections) -> dict[str, dict[str, Any]]:
+def overlay(base: Sections, extra: Sections) -> MutableSections:
     """``base`` with ``extra``'s options added or replaced, section by section
     (a deployment's tuning on top of the shared sections)."""
     out = {name: dict(options) for name, options in base.items()}

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from isthmus.configs.ini import MutableSections as Sections
 from isthmus.configs.ini import ServiceUser, database, keystone_authtoken, service_client
-
-Sections = dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)

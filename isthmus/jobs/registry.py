@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from isthmus.jobs.backoff import RetryPolicy
 from isthmus.jobs.clock import Clock, SystemClock
@@ -231,73 +231,48 @@ class HandlerSpec:
         return dict(zip(self.resource_keys, parts, strict=True))
 
 
+class HandlerOptions(TypedDict, total=False):
+    """What :meth:`HandlerRegistry.register` and ``register_batch`` take for every
+    job type; their defaults are those of ``HandlerRegistry._add``."""
+
+    retry: RetryPolicy | None
+    resync: Resync | None
+    resource_keys: Sequence[str]
+    deadline: float | None
+
+
 class HandlerRegistry:
     def __init__(self) -> None:
         self._specs: dict[str, HandlerSpec] = {}
 
-    def register(
-        self,
-        job_type: str,
-        handler: Handler,
-        *,
-        retry: RetryPolicy | None = None,
-        resync: Resync | None = None,
-        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
-        deadline: float | None = None,
-    ) -> None:
-        self._add(job_type, handler, retry, resync, resource_keys, deadline, None)
+    def register(self, job_type: str, handler: Handler, **options: Unpack[HandlerOptions]) -> None:
+        self._add(job_type, handler, None, **options)
 
-    def handler(
-        self,
-        job_type: str,
-        *,
-        retry: RetryPolicy | None = None,
-        resync: Resync | None = None,
-        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
-        deadline: float | None = None,
-    ) -> Callable[[Handler], Handler]:
+    def handler(self, job_type: str, **options: Unpack[HandlerOptions]) -> Callable[[Handler], Handler]:
         """Decorator form of :meth:`register`."""
 
         def decorate(func: Handler) -> Handler:
-            self.register(job_type, func, retry=retry, resync=resync, resource_keys=resource_keys,
-                          deadline=deadline)
+            self.register(job_type, func, **options)
             return func
 
         return decorate
 
     def register_batch(
-        self,
-        job_type: str,
-        handler: BatchHandler,
-        *,
-        max_size: int = 100,
-        window: float = 0.05,
-        retry: RetryPolicy | None = None,
-        resync: Resync | None = None,
-        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
-        deadline: float | None = None,
+        self, job_type: str, handler: BatchHandler, *, max_size: int = 100, window: float = 0.05,
+        **options: Unpack[HandlerOptions],
     ) -> None:
         """Register a handler that runs over up to ``max_size`` due jobs of the type at
         once (one :class:`~isthmus.jobs.batch.Batch`), claimed once the oldest has been
         due ``window`` seconds; everything else is as for :meth:`register`, per job."""
-        self._add(job_type, handler, retry, resync, resource_keys, deadline, BatchPolicy(max_size, window))
+        self._add(job_type, handler, BatchPolicy(max_size, window), **options)
 
     def batch_handler(
-        self,
-        job_type: str,
-        *,
-        max_size: int = 100,
-        window: float = 0.05,
-        retry: RetryPolicy | None = None,
-        resync: Resync | None = None,
-        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
-        deadline: float | None = None,
+        self, job_type: str, *, max_size: int = 100, window: float = 0.05, **options: Unpack[HandlerOptions],
     ) -> Callable[[BatchHandler], BatchHandler]:
         """Decorator form of :meth:`register_batch`."""
 
         def decorate(func: BatchHandler) -> BatchHandler:
-            self.register_batch(job_type, func, max_size=max_size, window=window, retry=retry, resync=resync,
-                                resource_keys=resource_keys, deadline=deadline)
+            self.register_batch(job_type, func, max_size=max_size, window=window, **options)
             return func
 
         return decorate
@@ -306,11 +281,12 @@ class HandlerRegistry:
         self,
         job_type: str,
         handler: Handler | BatchHandler,
-        retry: RetryPolicy | None,
-        resync: Resync | None,
-        resource_keys: Sequence[str],
-        deadline: float | None,
         batch: BatchPolicy | None,
+        *,
+        retry: RetryPolicy | None = None,
+        resync: Resync | None = None,
+        resource_keys: Sequence[str] = DEFAULT_RESOURCE_KEYS,
+        deadline: float | None = None,
     ) -> None:
         if not job_type or len(job_type) > MAX_TYPE_LEN:
             raise ValueError(f"job type must be 1..{MAX_TYPE_LEN} characters")

@@ -10,12 +10,12 @@ import os
 import shutil
 import sys
 import uuid
-from pathlib import Path
 
 from isthmus.configs import compute
-from isthmus.configs.ini import ServiceUser, overlay
-from isthmus.sandbox import config_files, database, process, rabbitmq, runtime
-from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.configs.ini import overlay
+from isthmus.sandbox import config_files, database, process, runtime
+from isthmus.sandbox.layout import Layout
+from isthmus.sandbox.regional import RegionalService
 from isthmus.sandbox.schema_cache import SchemaCache
 
 BACKEND = "fake"
@@ -26,30 +26,25 @@ DEFAULT_VOLUME_TYPE = "__DEFAULT__"
 DEFAULT_GROUP_TYPE = "default_cgsnapshot_type"
 
 
-def _dir(layout: Layout, region: str) -> Path:
-    return layout.etc / f"cinder-{region}"
-
-
-def _conf(layout: Layout, region: str) -> Path:
-    return _dir(layout, region) / "cinder.conf"
+def _service(layout: Layout, region: str) -> RegionalService:
+    return RegionalService(layout, "cinder", region)
 
 
 def write_config(layout: Layout, region: str) -> None:
-    key = region.lower()
-    state = layout.data / f"cinder-{region}"
+    service = _service(layout, region)
+    state = service.state
     shared = compute.cinder_conf(compute.CinderValues(
-        transport_url=rabbitmq.transport_url(layout, region),
-        database_connection=database.url(layout, f"cinder_{key}"),
-        service_user=ServiceUser(layout.auth_url, "cinder", PASSWORD, region),
+        transport_url=service.transport_url(), database_connection=service.database_url(),
+        service_user=service.service_user(),
         availability_zone=layout.availability_zone(region), state_path=str(state), lock_path=str(state / "lock"),
         nova_interface="public"))
     # One machine, no disk: the sandbox's tuning on top of what the operator renders too.
-    config_files.write(_conf(layout, region), overlay(shared, {
+    config_files.write(service.conf, overlay(shared, {
         "DEFAULT": {
-            "host": f"{key}-cinder",
+            "host": f"{region.lower()}-cinder",
             "my_ip": "127.0.0.1",
             "enabled_backends": BACKEND,
-            "api_paste_config": _dir(layout, region) / "api-paste.ini",
+            "api_paste_config": service.etc / "api-paste.ini",
             # Which filters list calls accept (without it, even ?name= is refused).
             "resource_query_filters_file": runtime.VENV_ETC / "cinder" / "resource_filters.json",
             # Like Nova's: tests and demos share one project; default quotas (10 volumes) stop them.
@@ -66,13 +61,14 @@ def write_config(layout: Layout, region: str) -> None:
 
 def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     write_config(layout, region)
-    shutil.copy(runtime.VENV_ETC / "cinder" / "api-paste.ini", _dir(layout, region) / "api-paste.ini")
+    service = _service(layout, region)
+    shutil.copy(runtime.VENV_ETC / "cinder" / "api-paste.ini", service.etc / "api-paste.ini")
     for sub in ("lock", "coordination"):
-        (layout.data / f"cinder-{region}" / sub).mkdir(parents=True, exist_ok=True)
-    name = f"cinder_{region.lower()}"
+        (service.state / sub).mkdir(parents=True, exist_ok=True)
+    name = service.database_name()
     database.provide(
         layout, cache or SchemaCache(None), f"cinder-{region}", "cinder", [name],
-        lambda: process.run([runtime.tool("cinder-manage"), "--config-file", str(_conf(layout, region)), "db", "sync"],
+        lambda: process.run([runtime.tool("cinder-manage"), "--config-file", str(service.conf), "db", "sync"],
                             layout.logs / f"cinder-{region}-setup.log", what=f"cinder-{region} db sync"),
         after_load=lambda: fresh_default_type_ids(layout, name))
 
@@ -106,11 +102,11 @@ def start_api(layout: Layout, region: str) -> process.ServiceRecord:
     port = layout.region_port(region, "cinder")
     name = f"cinder-api-{region}"
     return runtime.start_wsgi(layout, name, "isthmus.sandbox.cinder:wsgi_app", port,
-                              {CONF_ENV: str(_conf(layout, region))})
+                              {CONF_ENV: str(_service(layout, region).conf)})
 
 
 def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:
-    conf = ["--config-file", str(_conf(layout, region))]
+    conf = ["--config-file", str(_service(layout, region).conf)]
     return [runtime.start_daemon(layout, f"cinder-{svc}-{region}", [runtime.tool(f"cinder-{svc}"), *conf])
             for svc in ("scheduler", "volume")]
 

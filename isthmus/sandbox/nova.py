@@ -8,10 +8,11 @@ import uuid
 from pathlib import Path
 
 from isthmus.configs import compute
-from isthmus.configs.ini import ServiceUser, overlay
+from isthmus.configs.ini import overlay
 from isthmus.sandbox import config_files, database, process, rabbitmq, runtime
-from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.sandbox.layout import Layout
 from isthmus.sandbox.process import pid_alive
+from isthmus.sandbox.regional import RegionalService
 from isthmus.sandbox.schema_cache import SchemaCache
 
 FLAVOR = "m1.tiny"
@@ -27,25 +28,19 @@ def compute_host(region: str) -> str:
     return f"{region.lower()}-compute"
 
 
-def _dir(layout: Layout, region: str) -> Path:
-    return layout.etc / f"nova-{region}"
-
-
-def _conf(layout: Layout, region: str) -> Path:
-    return _dir(layout, region) / "nova.conf"
+def _service(layout: Layout, region: str) -> RegionalService:
+    return RegionalService(layout, "nova", region)
 
 
 def write_config(layout: Layout, region: str) -> None:
-    key = region.lower()
-    state = layout.data / f"nova-{region}"
+    service = _service(layout, region)
+    state = service.state
     shared = compute.nova_conf(compute.NovaValues(
-        transport_url=rabbitmq.transport_url(layout, region),
-        database_connection=database.url(layout, f"nova_{key}"),
-        api_database_connection=database.url(layout, f"nova_api_{key}"),
-        service_user=ServiceUser(layout.auth_url, "nova", PASSWORD, region),
+        transport_url=service.transport_url(), database_connection=service.database_url(),
+        api_database_connection=service.database_url("nova_api"), service_user=service.service_user(),
         availability_zone=layout.availability_zone(region), state_path=str(state), lock_path=str(state / "lock")))
     # One machine, no hypervisor: the sandbox's tuning on top of what the operator renders too.
-    config_files.write(_conf(layout, region), overlay(shared, {
+    config_files.write(service.conf, overlay(shared, {
         "DEFAULT": {
             "host": compute_host(region),
             "compute_driver": "fake.FakeDriverWithoutFakeNodes",
@@ -70,8 +65,9 @@ def write_config(layout: Layout, region: str) -> None:
 
 def _compute_config(layout: Layout, region: str) -> Path:
     """nova-compute must not see database connections: it reaches them via the conductor."""
-    path = _dir(layout, region) / "nova-compute.conf"
-    text = _conf(layout, region).read_text()
+    service = _service(layout, region)
+    path = service.etc / "nova-compute.conf"
+    text = service.conf.read_text()
     kept, skip = [], False
     for line in text.splitlines():
         if line.startswith("["):
@@ -84,26 +80,26 @@ def _compute_config(layout: Layout, region: str) -> Path:
 
 def _env(layout: Layout, region: str) -> dict[str, str]:
     # nova-api reads api-paste.ini and nova.conf from this directory.
-    return {"OS_NOVA_CONFIG_DIR": str(_dir(layout, region))}
+    return {"OS_NOVA_CONFIG_DIR": str(_service(layout, region).etc)}
 
 
 def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     """API database, cell0 and cell1 mappings, cell schemas (cell0 and cell1 share one)."""
     cache = cache or SchemaCache(None)
     write_config(layout, region)
-    shutil.copy(runtime.VENV_ETC / "nova" / "api-paste.ini", _dir(layout, region) / "api-paste.ini")
-    (layout.data / f"nova-{region}" / "lock").mkdir(parents=True, exist_ok=True)
-    (layout.data / f"nova-{region}" / "instances").mkdir(parents=True, exist_ok=True)
-    manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
+    service = _service(layout, region)
+    shutil.copy(runtime.VENV_ETC / "nova" / "api-paste.ini", service.etc / "api-paste.ini")
+    (service.state / "lock").mkdir(parents=True, exist_ok=True)
+    (service.state / "instances").mkdir(parents=True, exist_ok=True)
+    manage = [runtime.tool("nova-manage"), "--config-file", str(service.conf)]
     log = layout.logs / f"nova-{region}-setup.log"
-    key = region.lower()
-    database.provide(layout, cache, f"nova_api-{region}", "nova_api", [f"nova_api_{key}"],
+    database.provide(layout, cache, f"nova_api-{region}", "nova_api", [service.database_name("nova_api")],
                      lambda: process.run([*manage, "api_db", "sync"], log, what=f"nova-{region} api_db sync"))
     map_cells(layout, region)
     # cell1 alone (--local_cell), then cell0: on a cold cache cell0 loads what cell1 stored.
-    database.provide(layout, cache, f"nova_cell1-{region}", "nova_cell", [f"nova_{key}"],
+    database.provide(layout, cache, f"nova_cell1-{region}", "nova_cell", [service.database_name()],
                      lambda: process.run([*manage, "db", "sync", "--local_cell"], log, what=f"nova-{region} db sync"))
-    database.provide(layout, cache, f"nova_cell0-{region}", "nova_cell", [f"nova_cell0_{key}"],
+    database.provide(layout, cache, f"nova_cell0-{region}", "nova_cell", [service.database_name("nova_cell0")],
                      lambda: process.run([*manage, "db", "sync"], log, what=f"nova-{region} db sync (cell0)"))
 
 
@@ -112,14 +108,14 @@ def map_cells(layout: Layout, region: str) -> None:
     cell1`` write (nova/cmd/manage.py), without starting nova-manage twice: cell0
     with its fixed uuid and no transport, cell1 with nova.conf's transport URL and
     database. They name this sandbox's server and vhost, so they are never cached."""
-    key = region.lower()
+    service = _service(layout, region)
     insert = ("INSERT INTO cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled) "
               "VALUES (UTC_TIMESTAMP(), :uuid, :name, :transport_url, :database_connection, 0)")
-    database.execute(layout, f"nova_api_{key}", [
+    database.execute(layout, service.database_name("nova_api"), [
         (insert, {"uuid": CELL0_UUID, "name": "cell0", "transport_url": "none:///",
-                  "database_connection": database.url(layout, f"nova_cell0_{key}")}),
-        (insert, {"uuid": str(uuid.uuid4()), "name": "cell1", "transport_url": rabbitmq.transport_url(layout, region),
-                  "database_connection": database.url(layout, f"nova_{key}")}),
+                  "database_connection": service.database_url("nova_cell0")}),
+        (insert, {"uuid": str(uuid.uuid4()), "name": "cell1", "transport_url": service.transport_url(),
+                  "database_connection": service.database_url()}),
     ])
 
 
@@ -130,7 +126,7 @@ def start_api(layout: Layout, region: str) -> process.ServiceRecord:
 
 def start_control(layout: Layout, region: str) -> list[process.ServiceRecord]:
     """Conductor and scheduler; they need placement answering when they start."""
-    conf = ["--config-file", str(_conf(layout, region))]
+    conf = ["--config-file", str(_service(layout, region).conf)]
     return [
         runtime.start_daemon(layout, f"nova-{svc}-{region}", [runtime.tool(f"nova-{svc}"), *conf])
         for svc in ("conductor", "scheduler")
@@ -180,7 +176,7 @@ def wait_compute_ready(layout: Layout, region: str, conn, record: process.Servic
     except process.SandboxError:
         if not pid_alive(record.pid):
             raise
-        manage = [runtime.tool("nova-manage"), "--config-file", str(_conf(layout, region))]
+        manage = [runtime.tool("nova-manage"), "--config-file", str(_service(layout, region).conf)]
         process.run([*manage, "cell_v2", "discover_hosts"], layout.logs / f"nova-{region}-setup.log",
                     what=f"nova-{region} discover_hosts")
 

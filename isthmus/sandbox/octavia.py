@@ -17,8 +17,10 @@ import os
 import sys
 from pathlib import Path
 
-from isthmus.sandbox import config_files, database, process, rabbitmq, runtime
-from isthmus.sandbox.layout import PASSWORD, Layout
+from isthmus.configs.ini import keystone_authtoken, service_client
+from isthmus.sandbox import config_files, database, process, runtime
+from isthmus.sandbox.layout import Layout
+from isthmus.sandbox.regional import RegionalService
 from isthmus.sandbox.schema_cache import SchemaCache
 
 CONF_ENV = "ISTHMUS_OCTAVIA_CONF"
@@ -28,29 +30,24 @@ PROVIDER = "amphora"
 SERVER_CERTS_KEY = "isthmus-sandbox-amphora-certs-00"
 
 
-def _dir(layout: Layout, region: str) -> Path:
-    return layout.etc / f"octavia-{region}"
-
-
-def _conf(layout: Layout, region: str) -> Path:
-    return _dir(layout, region) / "octavia.conf"
+def _service(layout: Layout, region: str) -> RegionalService:
+    return RegionalService(layout, "octavia", region)
 
 
 def write_config(layout: Layout, region: str) -> None:
-    key = region.lower()
-    state = layout.data / f"octavia-{region}"
-    certs = _dir(layout, region) / "ca"
-    config_files.write(_conf(layout, region), {
-        "DEFAULT": {"transport_url": rabbitmq.transport_url(layout, region), "debug": False},
+    service = _service(layout, region)
+    certs = service.etc / "ca"
+    config_files.write(service.conf, {
+        "DEFAULT": {"transport_url": service.transport_url(), "debug": False},
         "api_settings": {
             "auth_strategy": "keystone",
             "enabled_provider_drivers": f"{PROVIDER}:Octavia's amphora flows with no-op drivers (sandbox)",
             "default_provider_driver": PROVIDER,
             "api_base_uri": layout.url(layout.region_port(region, "octavia")),
         },
-        "database": {"connection": database.url(layout, f"octavia_{key}")},
-        "keystone_authtoken": config_files.keystone_authtoken(layout.auth_url, "octavia", PASSWORD, region),
-        "service_auth": config_files.service_client(layout.auth_url, "octavia", PASSWORD, region),
+        "database": {"connection": service.database_url()},
+        "keystone_authtoken": keystone_authtoken(service.service_user()),
+        "service_auth": service_client(service.service_user()),
         "controller_worker": {
             "amphora_driver": "amphora_noop_driver",
             "compute_driver": "compute_noop_driver",
@@ -71,7 +68,7 @@ def write_config(layout: Layout, region: str) -> None:
         # Without a jobboard the worker runs each flow itself (no Redis/ZooKeeper).
         "task_flow": {"jobboard_enabled": False},
         "oslo_messaging": {"topic": "octavia_prov"},
-        "oslo_concurrency": {"lock_path": state / "lock"},
+        "oslo_concurrency": {"lock_path": service.state / "lock"},
         "oslo_messaging_notifications": {"driver": "noop"},
         "health_manager": {"heartbeat_key": "isthmus-sandbox"},
     })
@@ -102,11 +99,12 @@ def _write_ca(directory: Path) -> None:
 
 def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> None:
     write_config(layout, region)
-    _write_ca(_dir(layout, region) / "ca")
-    (layout.data / f"octavia-{region}" / "lock").mkdir(parents=True, exist_ok=True)
-    database.provide(layout, cache or SchemaCache(None), f"octavia-{region}", "octavia", [f"octavia_{region.lower()}"],
+    service = _service(layout, region)
+    _write_ca(service.etc / "ca")
+    (service.state / "lock").mkdir(parents=True, exist_ok=True)
+    database.provide(layout, cache or SchemaCache(None), f"octavia-{region}", "octavia", [service.database_name()],
                      lambda: process.run([runtime.tool("octavia-db-manage"), "--config-file",
-                                          str(_conf(layout, region)), "upgrade", "head"],
+                                          str(service.conf), "upgrade", "head"],
                                          layout.logs / f"octavia-{region}-setup.log",
                                          what=f"octavia-{region} db upgrade"))
 
@@ -123,9 +121,9 @@ def wsgi_app():
 def start_api(layout: Layout, region: str) -> process.ServiceRecord:
     port = layout.region_port(region, "octavia")
     return runtime.start_wsgi(layout, f"octavia-api-{region}", "isthmus.sandbox.octavia:wsgi_app", port,
-                              {CONF_ENV: str(_conf(layout, region))})
+                              {CONF_ENV: str(_service(layout, region).conf)})
 
 
 def start_worker(layout: Layout, region: str) -> process.ServiceRecord:
     return runtime.start_daemon(layout, f"octavia-worker-{region}",
-                                [runtime.tool("octavia-worker"), "--config-file", str(_conf(layout, region))])
+                                [runtime.tool("octavia-worker"), "--config-file", str(_service(layout, region).conf)])

@@ -54,7 +54,7 @@ def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, t
     dataplane = ["--dataplane"] if first.dataplane else []
     # The first sandbox's lasting namespaces (hosts, underlay): servers' and routers'
     # come and go with the tests other workers run meanwhile.
-    transient = ("-vm-", *(names.router_namespace_prefix(first, r).removeprefix(names.prefix(first))
+    transient = ("-vm-", *(names.namespace_prefix(first, r, names.Namespaces.ROUTERS).removeprefix(names.prefix(first))
                            for r in first.regions))
     first_namespaces = {ns for ns in namespaces()
                         if ns.startswith(names.prefix(first)) and not any(t in ns for t in transient)}

@@ -48,6 +48,7 @@ from isthmus.ccm.errors import RegionError
 from isthmus.ccm.gcfg import parse_bool
 from isthmus.ccm.kube.informer import Backoff, Cache, Informer, NodeCache, WatchSettings, WorkQueue
 from isthmus.ccm.kube.services import ServiceAPI
+from isthmus.ccm.leading import work_while_leading
 from isthmus.ccm.openstack.loadbalancer import model as m
 from isthmus.ccm.openstack.loadbalancer.octavia import LBError, NoOctavia, OctaviaAPI, RegionReconciler
 from isthmus.ccm.openstack.loadbalancer.options import LoadBalancerConfig
@@ -293,20 +294,10 @@ class ServiceController:
 
     def run(self, stop: threading.Event, tick: float = 1.0) -> None:
         """Work from the caches until ``stop``, only while ``active()``."""
-        leading = False
-        while not stop.is_set():
-            if not self.active():
-                leading = False
-                stop.wait(tick)
-                continue
-            if not leading:
-                leading = True
-                self.started_leading()
-            try:
-                self.step(wait=tick, stop=stop)
-            except Exception as exc:  # noqa: BLE001 - e.g. a cache read racing a bug; keep the thread
-                LOG.warning("service controller step failed: %s", exc)
-                stop.wait(tick)
+        # self.active is read each round (a caller may swap it); a step fails e.g. on a
+        # cache read racing a bug.
+        work_while_leading(stop, lambda: self.active(), self.started_leading, lambda: self.step(wait=tick, stop=stop),
+                           tick=tick, log=LOG, what="service controller step")
 
     def reconcile(self, service: m.ServiceView, nodes: Sequence[m.LBNode]) -> Outcome:
         if service.wants_load_balancer:

@@ -220,7 +220,7 @@ class Agent:
         existing = {ns for ns in present if ns.startswith(prefix)}
         changed = False
         for server in wanted.servers.values():
-            ns = names.server_namespace(prefix, server.server_id)
+            ns = names.object_namespace(prefix, server.server_id)
             taps_present = all(names.tap(v.port_id) in state.links for v in server.vifs)
             if self.applied.get(server.server_id) == server and ns in existing and taps_present:
                 continue
@@ -248,7 +248,7 @@ class Agent:
         """Each router's namespace, interfaces, routes and NAT; True if anything ran."""
         changed = False
         for router in wanted.routers.values():
-            ns = names.router_namespace(self.config.router_namespace_prefix, router.router_id)
+            ns = names.object_namespace(self.config.router_namespace_prefix, router.router_id)
             veths = all(names.tap(p.port_id) in state.links for p in router.ports)
             if self.applied_routers.get(router.router_id) == router and ns in present and veths and not full_check:
                 continue
@@ -286,7 +286,7 @@ class Agent:
                         full_check: bool) -> bool:
         changed = False
         for outside in wanted.outsides.values():
-            ns = names.outside_namespace(self.config.outside_namespace_prefix, outside.network_id)
+            ns = names.object_namespace(self.config.outside_namespace_prefix, outside.network_id)
             if ns in present and names.outside_link(outside.network_id) in state.links and not full_check:
                 continue
             interfaces = kernel.read_server(ns) if ns in present else None
@@ -297,8 +297,8 @@ class Agent:
 
     def _remove_l3_namespaces(self, wanted: wiring.HostWiring, present: set[str]) -> None:
         rprefix, oprefix = self.config.router_namespace_prefix, self.config.outside_namespace_prefix
-        want = {names.router_namespace(rprefix, r) for r in wanted.routers}
-        want |= {names.outside_namespace(oprefix, n) for n in wanted.outsides}
+        want = {names.object_namespace(rprefix, r) for r in wanted.routers}
+        want |= {names.object_namespace(oprefix, n) for n in wanted.outsides}
         mine = {ns for ns in present if ns.startswith((rprefix, oprefix))}
         self._run(router_reconcile.namespace_removals(want, mine), "router removals")
 

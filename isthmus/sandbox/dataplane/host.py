@@ -101,9 +101,9 @@ def agent_config(layout: Layout, region: str) -> AgentConfig:
     return AgentConfig(
         region=region, host=compute_host(region), local_ip=names.tunnel_ip(layout, region),
         host_namespace=names.host_namespace(layout, region),
-        server_namespace_prefix=names.server_namespace_prefix(layout, region),
-        router_namespace_prefix=names.router_namespace_prefix(layout, region),
-        outside_namespace_prefix=names.outside_namespace_prefix(layout, region),
+        server_namespace_prefix=names.namespace_prefix(layout, region, names.Namespaces.SERVERS),
+        router_namespace_prefix=names.namespace_prefix(layout, region, names.Namespaces.ROUTERS),
+        outside_namespace_prefix=names.namespace_prefix(layout, region, names.Namespaces.OUTSIDES),
         auth_url=layout.auth_url, username="isthmus", password=PASSWORD, project_name="service",
         wakeup_socket=str(wakeup_socket(layout, region)),
         ovs_vsctl=ovn.vsctl(layout, region) if ovn_region else [], ethtool=ovn.ethtool(layout) if ovn_region else [])
@@ -126,12 +126,8 @@ def start_agent(layout: Layout, region: str) -> process.ServiceRecord:
 
 def server_namespace(layout: Layout, server_id: str) -> str | None:
     """The namespace of a server (any region), if its agent has made it."""
-    present = kernel.namespaces()
-    for region in layout.regions:
-        ns = names.server_namespace(names.server_namespace_prefix(layout, region), server_id)
-        if ns in present:
-            return ns
-    return None
+    found = _present_namespaces(layout, names.Namespaces.SERVERS, {server_id})
+    return found[0] if found else None
 
 
 def resolve_server(layout: Layout, server: str) -> str:
@@ -180,9 +176,14 @@ def outside_namespace(layout: Layout, network: str) -> str:
 
 
 def _outside_namespaces(layout: Layout, network_ids: set[str]) -> list[str]:
+    return sorted(_present_namespaces(layout, names.Namespaces.OUTSIDES, network_ids))
+
+
+def _present_namespaces(layout: Layout, kind: names.Namespaces, object_ids: set[str]) -> list[str]:
+    """The namespaces the agents have made for these objects, in the layout's region order."""
     present = kernel.namespaces()
-    return sorted(ns for region in layout.regions for net in network_ids
-                  if (ns := names.outside_namespace(names.outside_namespace_prefix(layout, region), net)) in present)
+    return [ns for region in layout.regions for object_id in object_ids
+            if (ns := names.object_namespace(names.namespace_prefix(layout, region, kind), object_id)) in present]
 
 
 def ping(namespace: str, address: str, wait: float = 1.0) -> bool:

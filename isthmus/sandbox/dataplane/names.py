@@ -10,6 +10,7 @@ namespace; they still follow Neutron's agents (``brq``/``tap`` + id prefix,
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import ipaddress
 
@@ -36,14 +37,6 @@ def host_namespace(layout: Layout, region: str) -> str:
     return f"{prefix(layout)}-host-{region}"
 
 
-def server_namespace_prefix(layout: Layout, region: str) -> str:
-    return f"{prefix(layout)}-vm-{region}-"
-
-
-def server_namespace(ns_prefix: str, server_id: str) -> str:
-    return f"{ns_prefix}{server_id}"
-
-
 def tunnel_ip(layout: Layout, region: str) -> str:
     """The region's compute host's underlay address: the tunnel IP its agent row reports."""
     return str(UNDERLAY.network_address + layout.regions.index(region) + 1)
@@ -54,8 +47,30 @@ def underlay_peer(layout: Layout, region: str) -> str:
     return f"host{layout.regions.index(region) + 1}"
 
 
+class Namespaces(enum.StrEnum):
+    """A region's namespaces of one kind of object, each named by the object's id."""
+
+    SERVERS = "vm"
+    ROUTERS = "rt"
+    OUTSIDES = "out"  # each plays the upstream router of an external network
+
+
+def namespace_prefix(layout: Layout, region: str, kind: Namespaces) -> str:
+    return f"{prefix(layout)}-{kind}-{region}-"
+
+
+def object_namespace(ns_prefix: str, object_id: str) -> str:
+    return f"{ns_prefix}{object_id}"
+
+
+def _link(head: str, object_id: str) -> str:
+    # Neutron's agents keep 11 characters of the id: with a 3-4 character head
+    # that fits the kernel's 15.
+    return head + object_id[:11]
+
+
 def bridge(network_id: str) -> str:
-    return "brq" + network_id[:11]
+    return _link("brq", network_id)
 
 
 def vxlan(vni: int) -> str:
@@ -63,34 +78,17 @@ def vxlan(vni: int) -> str:
 
 
 def tap(port_id: str) -> str:
-    return "tap" + port_id[:11]
-
-
-def router_namespace_prefix(layout: Layout, region: str) -> str:
-    return f"{prefix(layout)}-rt-{region}-"
-
-
-def router_namespace(ns_prefix: str, router_id: str) -> str:
-    return f"{ns_prefix}{router_id}"
-
-
-def outside_namespace_prefix(layout: Layout, region: str) -> str:
-    """The namespaces that play the upstream router of an external network."""
-    return f"{prefix(layout)}-out-{region}-"
-
-
-def outside_namespace(ns_prefix: str, network_id: str) -> str:
-    return f"{ns_prefix}{network_id}"
+    return _link("tap", port_id)
 
 
 def router_interface(port_id: str, gateway: bool) -> str:
     """A router port's end inside the router namespace (Neutron's L3 agent: qr-/qg-)."""
-    return ("qg-" if gateway else "qr-") + port_id[:11]
+    return _link("qg-" if gateway else "qr-", port_id)
 
 
 def outside_link(network_id: str) -> str:
     """The host namespace's end of an outside namespace's veth."""
-    return "out" + network_id[:11]
+    return _link("out", network_id)
 
 
 OUTSIDE_INTERFACE = "eth0"

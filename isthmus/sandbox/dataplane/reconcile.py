@@ -92,7 +92,7 @@ def removal_commands(host_ns: str, wiring: HostWiring, state: HostState, server_
     bridges nothing wants any more, servers first. Router and outside namespaces
     are ``router_reconcile``'s."""
     ip = ["ip", "-n", host_ns]
-    want_servers = {names.server_namespace(ns_prefix, sid) for sid in wiring.servers}
+    want_servers = {names.object_namespace(ns_prefix, sid) for sid in wiring.servers}
     want_taps = {names.tap(v.port_id) for s in wiring.servers.values() for v in s.vifs}
     want_taps |= {names.tap(p.port_id) for r in wiring.routers.values() for p in r.ports}
     want_taps |= {names.outside_link(n) for n in wiring.outsides}
