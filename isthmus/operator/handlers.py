@@ -1,11 +1,26 @@
 """kopf wiring: every event becomes a request to reconcile some resources.
 
-Level-based, as the reference design recommends for a control-plane operator:
-an event on an Isthmus resource or on a managed object (Deployment, Job,
-Service, ...) enqueues its owner and the resources of the same cloud that
-depend on it; a timer per resource re-enqueues it (drift repair); a coalescing
-queue runs at most one reconcile per resource at a time and collapses bursts.
-What each reconcile does lives in :mod:`isthmus.operator.controllers`.
+The handlers are plain kopf-decorated functions, one block per kind (an event
+handler, a resync timer, a cleanup handler for the kinds with a finalizer), each
+a one-line call of the shared functions above them (:func:`on_event`,
+:func:`resync`, :func:`clean_up`). They never reconcile themselves: they put
+keys (kind, namespace, name) on a :class:`WorkQueue`, and the queue's workers
+call :mod:`isthmus.operator.controllers`.
+
+Why a work queue rather than reconciling in kopf's handlers: the reconcile is
+level-based, it reads the whole state of its resource and of what it depends on
+in the same cloud, so what woke it does not matter, only which key; a resource is
+woken by events of *other* objects too (a child's conditions, a Deployment's
+rollout, a Secret it reads). The queue runs at most one reconcile per key at a
+time whatever woke it (kopf's handlers of different objects would run side by
+side), coalesces a burst (a rollout's dozen Pod events) into one run, and bounds
+the reconciles running at once to its few workers. What an event enqueues: its
+owner and the resources of the same cloud that read it, from an in-memory index
+the watch events feed (no API call); the timer per resource re-enqueues it
+(drift repair).
+
+State: what the handlers share (the queue, the leadership, the index) lives in
+kopf's memo (:class:`OperatorState`, :func:`state_of`), not in module globals.
 
 Settings: ``ISTHMUS_OPERATOR_RESYNC`` (seconds between timer ticks, default 60),
 ``ISTHMUS_OPERATOR_CLEANUP_RETRY`` (seconds before an unfinished deletion cleanup looks
@@ -36,19 +51,13 @@ Key = tuple[str, str, str]  # kind, namespace, name
 RESYNC_SECONDS = float(os.environ.get("ISTHMUS_OPERATOR_RESYNC", "60"))
 CLEANUP_RETRY_SECONDS = float(os.environ.get("ISTHMUS_OPERATOR_CLEANUP_RETRY", "2"))
 MANAGED = {"app.kubernetes.io/managed-by": MANAGED_BY}
-KIND_BY_PLURAL = {plural: kind for kind, (plural, _, _) in KINDS.items()}
+# A timer waits this long after the resource last changed: events already woke it then.
+RESYNC_IDLE = min(10.0, RESYNC_SECONDS)
 
 
 class WorkQueue:
-    """At most one reconcile per key at a time; a key queued twice runs once.
-
-    Why a queue of our own and not kopf's per-resource handlers: a reconcile is
-    woken by events of *other* objects (a child's conditions, a Deployment's
-    rollout, a Secret it reads), which kopf would deliver to handlers of those
-    objects, each free to run beside the parent's own handler. Funnelling every
-    wake-up into one key per resource gives one reconcile at a time per resource
-    whatever woke it, collapses a burst (a rollout's dozen Pod events) into one
-    run, and lets the fan-out to related resources cost no API call."""
+    """At most one reconcile per key at a time; a key queued twice while waiting runs once;
+    at most ``workers`` reconciles at once. Why the operator has one: the module's docstring."""
 
     def __init__(self, kube: Kube, workers: int = 4) -> None:
         self.kube = kube
@@ -266,42 +275,6 @@ async def enqueue_referrers(state: OperatorState, namespace: str, name: str, fie
                 work.add((kind, namespace, item["metadata"]["name"]))
 
 
-def _register_isthmus_kinds() -> None:
-    for kind, (plural, _, _) in KINDS.items():
-        async def on_event(event: Any, body: Any, namespace: str | None, name: str, memo: kopf.Memo,
-                           _kind: str = kind, **_: Any) -> None:
-            assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-            state = state_of(memo)
-            if event.get("type") == "DELETED":
-                # A removed child: its parent recreates it or drops it from the status.
-                remember(state.known, _kind, namespace, name, body, gone=True)
-                await enqueue_owner_and_cloud(state, _kind, namespace, name, body)
-            else:
-                await enqueue_related(state, _kind, namespace, name, body)
-
-        kopf.on.event(GROUP, VERSION, plural, id=f"event-{plural}")(on_event)
-
-        async def tick(namespace: str | None, name: str, memo: kopf.Memo, _kind: str = kind, **_: Any) -> None:
-            assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-            work = state_of(memo).queue
-            if work is not None:  # not while shutting down
-                work.add((_kind, namespace, name))
-
-        kopf.timer(GROUP, VERSION, plural, interval=RESYNC_SECONDS, idle=min(10.0, RESYNC_SECONDS),
-                   id=f"resync-{plural}")(tick)
-
-        if kind in controllers.DELETERS:
-            async def on_delete(body: Any, memo: kopf.Memo, _kind: str = kind, **_: Any) -> None:
-                state = state_of(memo)
-                obj = {**dict(body), "kind": _kind}
-                if not await controllers.DELETERS[_kind](state.work().kube, obj):
-                    raise kopf.TemporaryError("waiting for cleanup to finish", delay=CLEANUP_RETRY_SECONDS)
-                await enqueue_owner_and_cloud(state, _kind, obj["metadata"].get("namespace", ""),
-                                              obj["metadata"]["name"], obj)
-
-            kopf.on.delete(GROUP, VERSION, plural, id=f"cleanup-{plural}")(on_delete)
-
-
 async def enqueue_owner_and_cloud(state: OperatorState, kind: str, namespace: str, name: str, body: Any) -> None:
     work = state.work()
     owners = [ref for ref in body.get("metadata", {}).get("ownerReferences") or [] if ref.get("kind") in KINDS]
@@ -317,35 +290,175 @@ async def enqueue_owner_and_cloud(state: OperatorState, kind: str, namespace: st
         work.add(key)
 
 
-def _register_managed_kinds() -> None:
-    for group, version, plural in (("", "v1", "secrets"), ("", "v1", "configmaps"), ("", "v1", "services"),
-                                   ("apps", "v1", "deployments"), ("batch", "v1", "jobs"), ("", "v1", "pods")):
-        async def on_managed(body: Any, namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-            assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-            await enqueue_owner_and_cloud(state_of(memo), "", namespace, name, body)
 
-        kopf.on.event(group, version, plural, labels=MANAGED, id=f"managed-{plural}")(on_managed)
+# --- what every handler does, whatever its kind ---------------------------------------------------------------------
 
-    async def on_secret(body: Any, namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-        assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-        if (body.get("metadata", {}).get("labels") or {}).get("app.kubernetes.io/managed-by") != MANAGED_BY:
-            await enqueue_referrers(state_of(memo), namespace, name, ("secret",))
-
-    kopf.on.event("", "v1", "secrets", id="input-secrets")(on_secret)
-
-    async def on_nad(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-        assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-        await enqueue_referrers(state_of(memo), namespace, name, ())
-
-    kopf.on.event("k8s.cni.cncf.io", "v1", "network-attachment-definitions", id="input-nads")(on_nad)
-
-    async def on_control_plane(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-        assert namespace is not None  # kopf passes None for cluster-scoped kinds only
-        await enqueue_referrers(state_of(memo), namespace, name, ())
-
-    kopf.on.event("core.openstack.org", "v1beta1", "openstackcontrolplanes", id="input-controlplanes")(
-        on_control_plane)
+async def on_event(kind: str, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                   memo: kopf.Memo) -> None:
+    """An Isthmus resource changed or went away: wake what depends on it."""
+    assert namespace is not None  # kopf passes None for cluster-scoped kinds only
+    state = state_of(memo)
+    if event.get("type") == "DELETED":
+        # A removed child: its parent recreates it or drops it from the status.
+        remember(state.known, kind, namespace, name, body, gone=True)
+        await enqueue_owner_and_cloud(state, kind, namespace, name, body)
+    else:
+        await enqueue_related(state, kind, namespace, name, body)
 
 
-_register_isthmus_kinds()
-_register_managed_kinds()
+async def resync(kind: str, namespace: str | None, name: str, memo: kopf.Memo) -> None:
+    """The timer's tick: reconcile the resource whatever happened (drift repair)."""
+    assert namespace is not None  # kopf passes None for cluster-scoped kinds only
+    work = state_of(memo).queue
+    if work is not None:  # not while shutting down
+        work.add((kind, namespace, name))
+
+
+async def clean_up(kind: str, body: kopf.Body, memo: kopf.Memo) -> None:
+    """The finalizer's work (kinds in ``controllers.DELETERS``): kopf calls again until it is done."""
+    state = state_of(memo)
+    obj = {**dict(body), "kind": kind}
+    if not await controllers.DELETERS[kind](state.work().kube, obj):
+        raise kopf.TemporaryError("waiting for cleanup to finish", delay=CLEANUP_RETRY_SECONDS)
+    await enqueue_owner_and_cloud(state, kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], obj)
+
+
+# --- the handlers of the Isthmus kinds -------------------------------------------------------------------------------
+# One block per kind in crds.KINDS: an event handler, a resync timer and, for the kinds in
+# controllers.DELETERS, a cleanup handler. The ids name kopf's progress annotations on the
+# resources, so they stay as they are. tests/unit/operator/test_handlers.py checks these
+# declarations against KINDS and DELETERS.
+
+@kopf.on.event(GROUP, VERSION, "multiregionclouds", id="event-multiregionclouds")
+async def multi_region_cloud_changed(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                                     memo: kopf.Memo, **_: Any) -> None:
+    await on_event("MultiRegionCloud", event, body, namespace, name, memo)
+
+
+@kopf.timer(GROUP, VERSION, "multiregionclouds", interval=RESYNC_SECONDS, idle=RESYNC_IDLE,
+            id="resync-multiregionclouds")
+async def multi_region_cloud_resync(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await resync("MultiRegionCloud", namespace, name, memo)
+
+
+@kopf.on.delete(GROUP, VERSION, "multiregionclouds", id="cleanup-multiregionclouds")
+async def multi_region_cloud_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await clean_up("MultiRegionCloud", body, memo)
+
+
+@kopf.on.event(GROUP, VERSION, "identityservices", id="event-identityservices")
+async def identity_service_changed(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                                   memo: kopf.Memo, **_: Any) -> None:
+    await on_event("IdentityService", event, body, namespace, name, memo)
+
+
+@kopf.timer(GROUP, VERSION, "identityservices", interval=RESYNC_SECONDS, idle=RESYNC_IDLE,
+            id="resync-identityservices")
+async def identity_service_resync(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await resync("IdentityService", namespace, name, memo)
+
+
+@kopf.on.event(GROUP, VERSION, "regions", id="event-regions")
+async def region_changed(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                         memo: kopf.Memo, **_: Any) -> None:
+    await on_event("Region", event, body, namespace, name, memo)
+
+
+@kopf.timer(GROUP, VERSION, "regions", interval=RESYNC_SECONDS, idle=RESYNC_IDLE, id="resync-regions")
+async def region_resync(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await resync("Region", namespace, name, memo)
+
+
+@kopf.on.delete(GROUP, VERSION, "regions", id="cleanup-regions")
+async def region_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await clean_up("Region", body, memo)
+
+
+@kopf.on.event(GROUP, VERSION, "centralnetworks", id="event-centralnetworks")
+async def central_network_changed(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                                  memo: kopf.Memo, **_: Any) -> None:
+    await on_event("CentralNetwork", event, body, namespace, name, memo)
+
+
+@kopf.timer(GROUP, VERSION, "centralnetworks", interval=RESYNC_SECONDS, idle=RESYNC_IDLE,
+            id="resync-centralnetworks")
+async def central_network_resync(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await resync("CentralNetwork", namespace, name, memo)
+
+
+@kopf.on.event(GROUP, VERSION, "apigateways", id="event-apigateways")
+async def api_gateway_changed(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                              memo: kopf.Memo, **_: Any) -> None:
+    await on_event("APIGateway", event, body, namespace, name, memo)
+
+
+@kopf.timer(GROUP, VERSION, "apigateways", interval=RESYNC_SECONDS, idle=RESYNC_IDLE, id="resync-apigateways")
+async def api_gateway_resync(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await resync("APIGateway", namespace, name, memo)
+
+
+@kopf.on.event(GROUP, VERSION, "cloudcontrollerconfigs", id="event-cloudcontrollerconfigs")
+async def cloud_controller_config_changed(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                                          memo: kopf.Memo, **_: Any) -> None:
+    await on_event("CloudControllerConfig", event, body, namespace, name, memo)
+
+
+@kopf.timer(GROUP, VERSION, "cloudcontrollerconfigs", interval=RESYNC_SECONDS, idle=RESYNC_IDLE,
+            id="resync-cloudcontrollerconfigs")
+async def cloud_controller_config_resync(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await resync("CloudControllerConfig", namespace, name, memo)
+
+
+@kopf.on.delete(GROUP, VERSION, "cloudcontrollerconfigs", id="cleanup-cloudcontrollerconfigs")
+async def cloud_controller_config_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await clean_up("CloudControllerConfig", body, memo)
+
+
+@kopf.on.event(GROUP, VERSION, "endpointregistrations", id="event-endpointregistrations")
+async def endpoint_registration_changed(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                                        memo: kopf.Memo, **_: Any) -> None:
+    await on_event("EndpointRegistration", event, body, namespace, name, memo)
+
+
+@kopf.timer(GROUP, VERSION, "endpointregistrations", interval=RESYNC_SECONDS, idle=RESYNC_IDLE,
+            id="resync-endpointregistrations")
+async def endpoint_registration_resync(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await resync("EndpointRegistration", namespace, name, memo)
+
+
+@kopf.on.delete(GROUP, VERSION, "endpointregistrations", id="cleanup-endpointregistrations")
+async def endpoint_registration_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await clean_up("EndpointRegistration", body, memo)
+
+
+# --- the handlers of the objects the operator owns or reads ----------------------------------------------------------
+# The same function for every kind (kopf's stacked decorators): what it does does not depend on the kind.
+
+@kopf.on.event("", "v1", "secrets", labels=MANAGED, id="managed-secrets")
+@kopf.on.event("", "v1", "configmaps", labels=MANAGED, id="managed-configmaps")
+@kopf.on.event("", "v1", "services", labels=MANAGED, id="managed-services")
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED, id="managed-deployments")
+@kopf.on.event("batch", "v1", "jobs", labels=MANAGED, id="managed-jobs")
+@kopf.on.event("", "v1", "pods", labels=MANAGED, id="managed-pods")
+async def managed_object_changed(body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
+                                 **_: Any) -> None:
+    """A child changed or went away (a hand-deleted Service, a rollout): its owner repairs or reports it."""
+    assert namespace is not None  # kopf passes None for cluster-scoped kinds only
+    await enqueue_owner_and_cloud(state_of(memo), "", namespace, name, body)
+
+
+@kopf.on.event("", "v1", "secrets", id="input-secrets")
+async def input_secret_changed(body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
+                               **_: Any) -> None:
+    """A Secret the user gives (passwords, TLS, credentials) appeared or changed: its readers run."""
+    assert namespace is not None  # kopf passes None for cluster-scoped kinds only
+    if (body.get("metadata", {}).get("labels") or {}).get("app.kubernetes.io/managed-by") != MANAGED_BY:
+        await enqueue_referrers(state_of(memo), namespace, name, ("secret",))
+
+
+@kopf.on.event("k8s.cni.cncf.io", "v1", "network-attachment-definitions", id="input-nads")
+@kopf.on.event("core.openstack.org", "v1beta1", "openstackcontrolplanes", id="input-controlplanes")
+async def input_named_in_spec_changed(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    """A NAD or an OpenStackControlPlane a spec names appeared or changed: the resources naming it run."""
+    assert namespace is not None  # kopf passes None for cluster-scoped kinds only
+    await enqueue_referrers(state_of(memo), namespace, name, ())

@@ -3,7 +3,9 @@
 Each function takes the resource as stored and a :class:`~isthmus.operator.kube_client.Kube`
 client, and returns nothing: it ends by writing the complete status (only when
 it differs). The kopf wiring (:mod:`isthmus.operator.handlers`) calls them on
-every relevant event and on a timer; none of them assumes it ran before.
+every relevant event and on a timer; none of them assumes it ran before. What the
+per-kind modules share lives in ``common``, which they reach through that one name
+(``common.reporting``, ``common.Obj``).
 """
 
 from __future__ import annotations

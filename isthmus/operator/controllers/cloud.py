@@ -9,7 +9,7 @@ from typing import Any
 from isthmus.operator import MANAGED_BY, apply, model, objects, upgrade
 from isthmus.operator import conditions as cond
 from isthmus.operator.conditions import Condition
-from isthmus.operator.controllers.common import CHILD_KINDS, UMBRELLA_CONDITIONS, Obj, name, not_owned, ns, write_status
+from isthmus.operator.controllers import common
 from isthmus.operator.kube_client import Kube
 
 LOG = logging.getLogger(__name__)
@@ -17,28 +17,28 @@ LOG = logging.getLogger(__name__)
 
 # --- MultiRegionCloud ------------------------------------------------------------------------------------------------
 
-async def reconcile_cloud(kube: Kube, mrc: Obj) -> None:
+async def reconcile_cloud(kube: Kube, mrc: common.Obj) -> None:
     spec = model.defaulted_spec("MultiRegionCloud", mrc.get("spec"))
     errors = model.validate_cloud(spec)
     if errors:
-        await write_status(kube, mrc, [cond.false("InputReady", "InvalidSpec", "; ".join(errors))])
+        await common.write_status(kube, mrc, [cond.false("InputReady", "InvalidSpec", "; ".join(errors))])
         return
     wanted = objects.cloud_children(mrc)
-    before = {(c["kind"], name(c)): await kube.get(c["kind"], ns(mrc), name(c)) for c in wanted}
+    before = {(c["kind"], common.name(c)): await kube.get(c["kind"], common.ns(mrc), common.name(c)) for c in wanted}
     children, step = upgrade.rollout(wanted, before, spec["version"])
     try:
         stored = await apply.ensure_all(kube, children, before)
     except apply.NotOwned as exc:
-        await write_status(kube, mrc, [not_owned(exc)])
+        await common.write_status(kube, mrc, [common.not_owned(exc)])
         return
-    await apply.prune(kube, mrc, CHILD_KINDS, children)
+    await apply.prune(kube, mrc, common.CHILD_KINDS, children)
     conds: list[Condition] = []
     regions_status = []
     region_children = []
     extra: dict[str, Any] = {}
     for child in children:
         kind = child["kind"]
-        actual = stored[(kind, name(child))]
+        actual = stored[(kind, common.name(child))]
         if kind == "Region":
             region_children.append((f"Region {child['spec']['name']}", actual))
             endpoints = objects.region_endpoints(child)
@@ -46,7 +46,7 @@ async def reconcile_cloud(kube: Kube, mrc: Obj) -> None:
                                    "version": (actual.get("status") or {}).get("deployedVersion") or "",
                                    "endpoints": {t: e.public for t, e in endpoints.items()}})
             continue
-        conds.append(cond.mirror(UMBRELLA_CONDITIONS[kind], actual, f"{kind} {name(child)}"))
+        conds.append(cond.mirror(common.UMBRELLA_CONDITIONS[kind], actual, f"{kind} {common.name(child)}"))
         if kind == "IdentityService":
             urls = objects.identity_endpoints({**child, "spec": model.defaulted_spec(kind, child["spec"])})
             extra["identity"] = {"endpoints": {"public": urls.public, "internal": urls.internal}}
@@ -60,16 +60,16 @@ async def reconcile_cloud(kube: Kube, mrc: Obj) -> None:
         try:
             conds.append(await cloud_certificate(kube, mrc, children))
         except apply.NotOwned as exc:
-            conds.append(not_owned(exc))
+            conds.append(common.not_owned(exc))
     extra["regions"] = regions_status
     if step is None:
         extra["deployedVersion"] = spec["version"]
     elif (mrc.get("status") or {}).get("deployedVersion"):
         extra["deployedVersion"] = mrc["status"]["deployedVersion"]
-    await write_status(kube, mrc, conds, extra)
+    await common.write_status(kube, mrc, conds, extra)
 
 
-async def cloud_certificate(kube: Kube, mrc: Obj, children: list[Obj]) -> Condition:
+async def cloud_certificate(kube: Kube, mrc: common.Obj, children: list[common.Obj]) -> Condition:
     """``tls.issuerRef``: the cloud's certificate (``tls.publicCertSecret``) requested from
     cert-manager for every host its endpoints name; the children wait for that Secret
     (TLSInputReady) as for one given by hand. Without cert-manager, an error that says so."""
@@ -81,12 +81,12 @@ async def cloud_certificate(kube: Kube, mrc: Obj, children: list[Obj]) -> Condit
     stored = await apply.ensure(kube, objects.certificate(mrc, objects.cloud_hosts(children)))
     ready = cond.find((stored.get("status") or {}).get("conditions") or [], "Ready")
     if ready is not None and ready.status == cond.TRUE:
-        return cond.true("CertificateReady", message=f"Certificate {name(stored)} issued")
-    return cond.false("CertificateReady", "Issuing", f"Certificate {name(stored)}: "
+        return cond.true("CertificateReady", message=f"Certificate {common.name(stored)} issued")
+    return cond.false("CertificateReady", "Issuing", f"Certificate {common.name(stored)}: "
                       + (ready.message if ready is not None and ready.message else "waiting for cert-manager"))
 
 
-def update_condition(step: upgrade.Step | None, stored: dict[tuple[str, str], Obj], target: str) -> Condition:
+def update_condition(step: upgrade.Step | None, stored: dict[tuple[str, str], common.Obj], target: str) -> Condition:
     """``Updated``: True once every child runs ``target``; else the child the rollout waits
     for, and why when it failed (its error condition, which names the Job)."""
     if step is None:
@@ -112,22 +112,23 @@ DELETION_PHASES = (("Region",), ("CentralNetwork", "APIGateway", "CloudControlle
                    ("IdentityService",))
 
 
-async def delete_cloud(kube: Kube, mrc: Obj) -> bool:
+async def delete_cloud(kube: Kube, mrc: common.Obj) -> bool:
     """Delete the children phase by phase (their own cleanup deregisters them); True when all are gone."""
     for kinds in DELETION_PHASES:
         remaining = []
         for kind in kinds:
             if kind == "EndpointRegistration":  # owned by the children, part of this cloud
-                found = await kube.list(kind, ns(mrc), {"app.kubernetes.io/part-of": name(mrc),
-                                                        "app.kubernetes.io/managed-by": MANAGED_BY})
+                found = await kube.list(kind, common.ns(mrc), {"app.kubernetes.io/part-of": common.name(mrc),
+                                                               "app.kubernetes.io/managed-by": MANAGED_BY})
             else:
-                found = [child for child in await kube.list(kind, ns(mrc), {"app.kubernetes.io/instance": name(mrc)})
+                instance = {"app.kubernetes.io/instance": common.name(mrc)}
+                found = [child for child in await kube.list(kind, common.ns(mrc), instance)
                          if apply.owned_by(child, mrc)]
             for child in found:
                 if not child["metadata"].get("deletionTimestamp"):
-                    await kube.delete(kind, ns(mrc), name(child))
+                    await kube.delete(kind, common.ns(mrc), common.name(child))
                 # Gone at once without a finalizer: then the next phase need not wait for a retry.
-                if await kube.get(kind, ns(mrc), name(child)) is not None:
+                if await kube.get(kind, common.ns(mrc), common.name(child)) is not None:
                     remaining.append(child)
         if remaining:
             return False

@@ -11,18 +11,7 @@ from typing import Any
 from isthmus.operator import apply, fernet, model, objects
 from isthmus.operator import conditions as cond
 from isthmus.operator.conditions import Condition
-from isthmus.operator.controllers.common import (
-    Obj,
-    Stop,
-    credentials,
-    deployment_condition,
-    job_condition,
-    job_state,
-    name,
-    ns,
-    reporting,
-    tls_input,
-)
+from isthmus.operator.controllers import common
 from isthmus.operator.kube_client import Kube, secret_text
 
 LOG = logging.getLogger(__name__)
@@ -30,22 +19,22 @@ LOG = logging.getLogger(__name__)
 
 # --- IdentityService -------------------------------------------------------------------------------------------------
 
-async def reconcile_identity(kube: Kube, ids: Obj) -> float | None:
+async def reconcile_identity(kube: Kube, ids: common.Obj) -> float | None:
     spec = model.defaulted_spec("IdentityService", ids.get("spec"))
     conds: list[Condition] = []
     urls = objects.identity_endpoints({**ids, "spec": spec})
     extra: dict[str, Any] = {"region": spec["regionName"]}
     requeue: float | None = None
-    async with reporting(kube, ids, conds, extra, spec):
+    async with common.reporting(kube, ids, conds, extra, spec):
         if spec.get("external"):
             conds.append(cond.true("InputReady", message="external Keystone"))
             extra["apiEndpoints"] = {"public": urls.public, "internal": urls.internal}
             return None
-        creds = await credentials(kube, ids, spec, conds)
-        await tls_input(kube, ids, spec, conds)
+        creds = await common.credentials(kube, ids, spec, conds)
+        await common.tls_input(kube, ids, spec, conds)
         desired = objects.identity_objects(ids, creds)
-        by = {(o["kind"], name(o)): o for o in desired}
-        n = name(ids)
+        by = {(o["kind"], common.name(o)): o for o in desired}
+        n = common.name(ids)
         early = [o for o in desired if o["kind"] in ("Secret", "Service", "PodDisruptionBudget")]
         stored = await apply.ensure_all(kube, early)
         # a budget scaled down to one replica, a schema Job of a previous version
@@ -54,26 +43,26 @@ async def reconcile_identity(kube: Kube, ids: Obj) -> float | None:
         conds.append(cond.true("ServiceConfigReady", message="configuration rendered"))
         conds.append(cond.true("CreateServiceReady", message="Services created"))
         db_sync = await apply.ensure(kube, by[("Job", objects.schema_job_name(f"{n}-db-sync", spec))])
-        conds.append(job_condition("DBSyncReady", db_sync, "keystone-manage db_sync"))
-        if job_state(db_sync) != "done":
+        conds.append(common.job_condition("DBSyncReady", db_sync, "keystone-manage db_sync"))
+        if common.job_state(db_sync) != "done":
             conds.append(cond.unknown("BootstrapReady", "Requested", "waiting for db_sync"))
             conds.append(cond.unknown("DeploymentReady", "Requested", "waiting for bootstrap"))
-            raise Stop
+            raise common.Stop
         bootstrap = await apply.ensure(kube, by[("Job", f"{n}-bootstrap")])
-        conds.append(job_condition("BootstrapReady", bootstrap, "keystone-manage bootstrap"))
-        if job_state(bootstrap) != "done":
+        conds.append(common.job_condition("BootstrapReady", bootstrap, "keystone-manage bootstrap"))
+        if common.job_state(bootstrap) != "done":
             conds.append(cond.unknown("DeploymentReady", "Requested", "waiting for bootstrap"))
-            raise Stop
+            raise common.Stop
         dep = await apply.ensure(kube, by[("Deployment", n)])
         stored[("Deployment", n)] = dep
-        conds.append(deployment_condition("DeploymentReady", dep, spec["replicas"], "keystone"))
+        conds.append(common.deployment_condition("DeploymentReady", dep, spec["replicas"], "keystone"))
         extra["readyReplicas"] = (dep.get("status") or {}).get("readyReplicas") or 0
         if conds[-1].status == cond.TRUE:
             extra["apiEndpoints"] = {"public": urls.public, "internal": urls.internal}
     return requeue
 
 
-async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, Any],
+async def rotate_fernet_keys(kube: Kube, keys: common.Obj, spec: common.Obj, extra: dict[str, Any],
                              now: datetime | None = None) -> float | None:
     """Rotate the fernet key Secret when ``fernetRotationInterval`` has passed since the
     stamp on it (see isthmus.operator.fernet); the seconds until the next rotation.
@@ -86,16 +75,16 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
         problem = str(exc)
     if problem:
         # Rotating with too few keys would end valid tokens early: not at all, and say why.
-        LOG.warning("%s/%s: %s; keys not rotated", ns(keys), name(keys), problem)
+        LOG.warning("%s/%s: %s; keys not rotated", common.ns(keys), common.name(keys), problem)
         return None
     interval = policy.interval
     now = now or datetime.now(UTC).replace(microsecond=0)
     stamp = (keys["metadata"].get("annotations") or {}).get(fernet.ROTATED_AT)
     if stamp and not fernet.valid_stamp(stamp):
-        LOG.warning("%s/%s: %s=%r is not a time; the clock restarts now", ns(keys), name(keys),
+        LOG.warning("%s/%s: %s=%r is not a time; the clock restarts now", common.ns(keys), common.name(keys),
                     fernet.ROTATED_AT, stamp)
         stamp = None
-    patch: Obj | None = None
+    patch: common.Obj | None = None
     if not stamp:
         patch = {"metadata": {"annotations": {fernet.ROTATED_AT: now.isoformat()}}}
     elif fernet.due(stamp, interval, now):
@@ -106,12 +95,12 @@ async def rotate_fernet_keys(kube: Kube, keys: Obj, spec: Obj, extra: dict[str, 
         # resourceVersion makes the patch conditional: two writers cannot rotate twice.
         patch = {"metadata": {"annotations": {fernet.ROTATED_AT: now.isoformat()},
                               "resourceVersion": keys["metadata"].get("resourceVersion")}, "data": data}
-        LOG.info("rotating fernet keys %s/%s: primary is now key %s", ns(keys), name(keys),
+        LOG.info("rotating fernet keys %s/%s: primary is now key %s", common.ns(keys), common.name(keys),
                  max(rotated, key=int))
     if patch is not None:
         if patch["metadata"].get("resourceVersion") is None:
             patch["metadata"].pop("resourceVersion", None)
-        await kube.patch("Secret", ns(keys), name(keys), patch)
+        await kube.patch("Secret", common.ns(keys), common.name(keys), patch)
         stamp = now.isoformat()
     extra["fernetKeysRotatedAt"] = stamp
     if interval <= timedelta(0):

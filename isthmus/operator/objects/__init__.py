@@ -8,7 +8,9 @@ the renderer the sandbox uses too.
 
 One module per kind (``identity``, ``region``, ``central``, ``gateway``, ``ccm``,
 ``registration``; ``cloud`` for MultiRegionCloud's children and certificate), what
-they share in ``builders``; this package is their one surface (``objects.X``).
+they share in ``builders``, which they reach through one name (``b.deployment``,
+``b.Obj``) rather than each importing a long list of its names; this package is
+their one surface (``objects.X``).
 
 Naming follows the reference design: children of MultiRegionCloud ``m`` are
 ``m-identity``, ``m-region-<name lowercased>``, ``m-central-network``,
