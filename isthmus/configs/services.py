@@ -111,7 +111,7 @@ class JobTuning:
 
 # The sandbox favours quick convergence: short leases and resyncs. The takeover
 # grace is its worker's call timeout (XJobValues.timeout): no shorter is safe.
-SANDBOX_JOB_TUNING = JobTuning(workers=8, lease_seconds=20, poll_interval=0.2, retry_base_delay=1,
+SANDBOX_JOB_TUNING = JobTuning(workers=8, lease_seconds=20, poll_interval=0.5, retry_base_delay=1,
                                retry_max_delay=15, max_attempts=20, takeover_grace=30)
 
 

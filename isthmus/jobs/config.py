@@ -44,8 +44,7 @@ jobs_opts: list[cfg.Opt] = [
         "handler is asked to stop (its next region call raises) and the job runs again later; "
         "not counted as a failure.",
     ),
-    cfg.FloatOpt("poll_interval", default=0.5, min=0.01,
-                 help="Seconds between polls for due jobs (an event waits half of it on average)."),
+    cfg.FloatOpt("poll_interval", default=1.0, min=0.01, help="Seconds between polls for due jobs."),
     cfg.IntOpt("max_attempts", default=8, min=1, help="Failed runs before a job is FAIL."),
     cfg.FloatOpt("retry_base_delay", default=2.0, min=0, help="Backoff after the first failure."),
     cfg.FloatOpt("retry_max_delay", default=300.0, min=0, help="Cap of the exponential backoff."),

@@ -49,7 +49,7 @@ def default_owner() -> str:
 class WorkerSettings:
     concurrency: int = 4
     lease_seconds: float = 60.0
-    poll_interval: float = 0.5
+    poll_interval: float = 1.0
     shutdown_grace: float = 30.0
     resync: bool = True
     owner: str = field(default_factory=default_owner)
