@@ -51,12 +51,12 @@ def _report(port: dict) -> dict | None:
     return report if report and report.get("region") else None
 
 
-def _first_bind_region(port: dict, before: dict) -> str | None:
+def _first_bind_region(port: dict, before: dict, copy_changed: bool) -> str | None:
     """The region of the port's first binding report, when the event is that and
     nothing else: never bound or reported before, no field a copy shows changed."""
     report = _report(port)
     if (report is None or _report(before) is not None or before.get(portbindings.HOST_ID)
-            or port.get("mac_address") != before.get("mac_address") or copies.port_changes(port, before)):
+            or port.get("mac_address") != before.get("mac_address") or copy_changed):
         return None
     return report["region"]
 
@@ -195,8 +195,9 @@ class CentralMechanismDriver(api.MechanismDriver):
         moved = moved and (port.get(portbindings.HOST_ID) != before.get(portbindings.HOST_ID)
                            or _report(port) != _report(before))
         first_here = self._record_placement(port, before) if moved else False
-        if moved or copies.port_changes(port, before):
-            self._sync_port(port, before)
+        copy_changed = bool(copies.port_changes(port, before))
+        if moved or copy_changed:
+            self._sync_port(port, before, _first_bind_region(port, before, copy_changed))
         if first_here:
             self._sync_network(port["network_id"], port["project_id"], "first port of the network bound there")
         if moved:
@@ -215,10 +216,11 @@ class CentralMechanismDriver(api.MechanismDriver):
             self._sync_port(port, port)
             self._sync_members(None, port)
 
-    def _sync_port(self, port: dict, before: dict) -> None:
+    def _sync_port(self, port: dict, before: dict, fresh_bind_in: str | None = None) -> None:
         """The port's copies and shadows must show this change (port_sync, this
         port only). New groups are routed to the port's region first, so the
-        group sync that follows covers them there."""
+        group sync that follows covers them there. ``fresh_bind_in``: the region of
+        the port's first bind, port_sync's hint that nothing is to do there."""
         pod = state().pod_of_region((_report(port) or {}).get("region") or "")
         if pod is not None:
             for sg in set(port.get("security_groups") or []) - set(before.get("security_groups") or []):
@@ -227,7 +229,7 @@ class CentralMechanismDriver(api.MechanismDriver):
         state().jobs.enqueue(jobtypes.PORT_SYNC, port["id"], project_id=port["project_id"] or None,
                              payload=jobtypes.port_sync_payload(port["network_id"], port.get("mac_address"),
                                                                 before.get("mac_address"),
-                                                                fresh_bind_in=_first_bind_region(port, before)))
+                                                                fresh_bind_in=fresh_bind_in))
 
     def _record_placement(self, port: dict, before: dict) -> bool:
         """Routings say where a central object has copies; reconcilers read them.

@@ -108,3 +108,23 @@ def test_a_delete_whose_record_cannot_be_written_is_refused_with_a_503(monkeypat
         _deletes(driver)[resource]()
     assert isinstance(refused.value, n_exc.ServiceUnavailable)  # Neutron's fault map: 503
     assert resource in str(refused.value) and "nothing was deleted" in str(refused.value)
+
+
+def _port(region=None, host="", mac="fa:16:3e:00:00:01", name="vm"):
+    from isthmus.network import PROFILE_KEY
+
+    port = {"id": "p", "mac_address": mac, "name": name, "binding:host_id": host, "binding:profile": {}}
+    if region:
+        port["binding:profile"] = {PROFILE_KEY: {"region": region}}
+    return port
+
+
+def test_only_a_first_bind_with_nothing_else_changed_is_hinted():
+    unbound, bound = _port(), _port("RegionOne", "h1")
+    assert mech_driver._first_bind_region(bound, unbound, copy_changed=False) == "RegionOne"
+    assert mech_driver._first_bind_region(bound, unbound, copy_changed=True) is None  # a field changed too
+    assert mech_driver._first_bind_region(_port("RegionTwo", "h2"), bound, copy_changed=False) is None  # a move
+    assert mech_driver._first_bind_region(bound, _port(host="h0"), copy_changed=False) is None  # bound before
+    assert mech_driver._first_bind_region(_port("RegionOne", "h1", mac="fa:16:3e:00:00:02"), unbound,
+                                          copy_changed=False) is None  # its MAC changed
+    assert mech_driver._first_bind_region(unbound, bound, copy_changed=False) is None  # an unbind
