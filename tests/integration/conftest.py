@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tests.integration.helpers import CENTRAL, delete_network, eventually
+from tests.integration.helpers import CENTRAL, delete_network, delete_user_ports, eventually
 
 
 @pytest.fixture
@@ -33,7 +33,5 @@ def stretched(sandbox, central):
             conn.compute.delete_server(server)
         for server in conn.compute.servers(name=name):
             conn.compute.wait_for_delete(server, wait=120)
-    for port in central.network.ports(network_id=net.id):
-        if not (port.device_owner or "").startswith("network:"):  # user ports the tests made
-            central.network.delete_port(port, ignore_missing=True)
+    delete_user_ports(central, net.id)
     eventually(lambda: delete_network(central, net.id), timeout=60, what=f"delete of network {net.id}")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import openstack.exceptions as os_exc
 
+from isthmus.network import SHADOW_OWNER
 from isthmus.polling import poll
 from isthmus.sandbox.layout import Layout
 
@@ -55,6 +56,16 @@ def merged_equals_direct(direct, merged, minimum: int = 0, what: str = "merged =
 
     eventually(quiet_and_equal, timeout=180, interval=2, what=lambda: f"{what} (direct, merged, direct: {seen})")
     return seen[1]
+
+
+def delete_user_ports(conn, network_id: str) -> None:
+    """Delete the ports a test made on a network: not Neutron's own (``network:*``),
+    and not Isthmus' shadows, which the worker removes once their ports are gone
+    (a user may not delete a shadow: 403 by the local plugin's policy)."""
+    for port in conn.network.ports(network_id=network_id):
+        owner = port.device_owner or ""
+        if not owner.startswith("network:") and owner != SHADOW_OWNER:
+            conn.network.delete_port(port, ignore_missing=True)
 
 
 def delete_network(conn, network_id: str) -> bool:

@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from tests.integration.helpers import delete_user_ports
 from tests.kmock_clients import api_client, write_kubeconfig
 from tests.sandboxes import BIN
 
@@ -174,9 +175,7 @@ def _cleanup(sandbox: Any, made: dict[str, Any]) -> None:
         sandbox.connect(region, cloud="isthmus-admin").compute.delete_flavor(flavor_id, ignore_missing=True)
     for region, net_id in made["networks"]:
         conn = sandbox.connect(region)
-        for port in conn.network.ports(network_id=net_id):
-            if not (port.device_owner or "").startswith("network:"):
-                conn.network.delete_port(port, ignore_missing=True)
+        delete_user_ports(conn, net_id)
         for attempt in range(60):  # ports of deleted servers may still be going
             try:
                 conn.network.delete_network(net_id, ignore_missing=True)

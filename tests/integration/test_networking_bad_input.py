@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import service_connection
+from tests.integration.helpers import delete_user_ports, service_connection
 
 pytestmark = pytest.mark.integration
 
@@ -102,9 +102,7 @@ def objects(sandbox):
     yield {"net": net.id, "subnet": subnet.id, "elsewhere": elsewhere.id, "sg": sg.id,
            "dhcp_ip": dhcp.fixed_ips[0]["ip_address"], "dhcp_mac": dhcp.mac_address}
     admin = sandbox.connect(CENTRAL, cloud="isthmus-admin")
-    for port in admin.network.ports(network_id=net.id):
-        if not (port.device_owner or "").startswith("network:"):
-            admin.network.delete_port(port)
+    delete_user_ports(admin, net.id)
     for obj in (net, elsewhere):
         admin.network.delete_network(obj.id, ignore_missing=True)
     admin.network.delete_security_group(sg.id, ignore_missing=True)

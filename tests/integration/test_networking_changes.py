@@ -18,6 +18,7 @@ from tests.integration.helpers import (
     central_port,
     delete_network,
     delete_security_group,
+    delete_user_ports,
     eventually,
     network_or_none,
     port_or_none,
@@ -232,9 +233,7 @@ def test_vlan_network_copies_keep_physnet_and_segmentation_id(sandbox, admin):
             assert admin[CENTRAL].network.get_port(port.id).network_id == top.id
             admin[region].network.delete_port(port)
     finally:
-        for port in admin[CENTRAL].network.ports(network_id=top.id):
-            if not (port.device_owner or "").startswith("network:"):
-                admin[CENTRAL].network.delete_port(port, ignore_missing=True)
+        delete_user_ports(admin[CENTRAL], top.id)
         eventually(lambda: delete_network(admin[CENTRAL], top.id), timeout=60)
         for region in sandbox.regions:
             eventually(lambda: network_or_none(admin[region], top.id) is None, what=f"copy gone in {region}")  # noqa: B023 - polled within this iteration
