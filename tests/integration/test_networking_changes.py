@@ -60,18 +60,23 @@ def test_security_group_rules_follow_central_with_remote_group_members(sandbox, 
         servers = boot_in_every_region_on_group_ports(sandbox, central, net, group)
         for region in sandbox.regions:
             other = next(r for r in sandbox.regions if r != region)
-            remote_ip = servers[other][1].fixed_ips[0]["ip_address"]
+            remote = servers[other][1]
 
             def rules(region=region):
                 copy = admin[region].network.get_security_group(group.id)
                 return {(r["protocol"], r["port_range_min"], r["remote_ip_prefix"]) for r in copy.security_group_rules
                         if r["direction"] == "ingress"}
-            # The remote member is in the group's address group here, named by one
-            # companion of the remote-group rule; no /32 rule per member.
-            members = eventually(lambda: (m := _members_here(admin[region], group)) and  # noqa: B023 - polled within this iteration
-                                 m["addresses"] == [f"{remote_ip}/32"] and m, what=f"members in {region}")  # noqa: B023 - polled within this iteration
+            # The remote member shares the network: its shadow here holds the group, so
+            # the region counts it a member itself (its remote-group rule admits it).
+            # The address group and its companion rule are there for members the
+            # region does not shadow; this one is not in it. No /32 rule per member.
+            eventually(lambda: getattr(port_or_none(admin[region], remote.id),  # noqa: B023 - polled within this iteration
+                                       "security_group_ids", None) == [group.id],
+                       what=f"{other}'s member shadowed in {region} in the group")
+            members = eventually(lambda: _members_here(admin[region], group), what=f"address group in {region}")  # noqa: B023 - polled within this iteration
             eventually(lambda: _companions(admin[region], group.id) == {("tcp", 80, members["id"])},  # noqa: B023 - polled within this iteration
                        what=f"companion rule in {region}")
+            assert f"{remote.fixed_ips[0]['ip_address']}/32" not in _addresses_here(admin[region], group)
             assert {("tcp", 22, None), ("tcp", 80, None)} <= rules()
             assert not any(prefix and prefix.endswith("/32") for (_, _, prefix) in rules())
         central.network.delete_security_group_rule(ssh)
@@ -114,7 +119,8 @@ def _companions(conn, group_id):
 
 
 def test_default_group_members_in_other_regions_are_one_address_group(sandbox, central, admin, stretched):
-    """Two VMs in the project's default group, one per region: each region admits
+    """Two VMs in the project's default group, one per region, on networks that
+    stay in their own region (no shadow of either crosses): each region admits
     the other's address through one address group and one companion per
     remote-group rule (no /32 member rules); deleting a VM takes its address out.
     Other tests boot into the same default group at the same time: membership is
@@ -123,9 +129,25 @@ def test_default_group_members_in_other_regions_are_one_address_group(sandbox, c
     (default,) = list(central.network.security_groups(name="default", project_id=central.current_project_id))
     remote_rules = [r for r in default.security_group_rules if r["remote_group_id"]]
     assert remote_rules  # Neutron's default group admits its own members (IPv4 and IPv6)
+    other_net = central.network.create_network(name=f"{net.name}-2")
+    central.network.create_subnet(network_id=other_net.id, ip_version=4, cidr="10.78.0.0/24", name=other_net.name)
+    try:
+        _members_across_networks(sandbox, admin, default, remote_rules, {sandbox.regions[0]: net,
+                                                                         sandbox.regions[1]: other_net})
+    finally:
+        conn = sandbox.connect(sandbox.regions[1])
+        for server in conn.compute.servers(name=other_net.name):
+            conn.compute.delete_server(server)
+            conn.compute.wait_for_delete(server, wait=120)
+        delete_user_ports(central, other_net.id)
+        eventually(lambda: delete_network(central, other_net.id), timeout=60, what=f"delete of {other_net.id}")
+
+
+def _members_across_networks(sandbox, admin, default, remote_rules, networks) -> None:
     servers, addresses = {}, {}
     for region in sandbox.regions:
         conn = sandbox.connect(region)
+        net = networks[region]
         servers[region] = conn.compute.wait_for_server(boot(conn, net.name, net.id), wait=240)
         (port,) = list(conn.network.ports(device_id=servers[region].id))
         addresses[region] = f"{port.fixed_ips[0]['ip_address']}/32"

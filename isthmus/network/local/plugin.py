@@ -420,9 +420,15 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
         return made
 
     def _prepare_shadow(self, context, attrs: dict) -> None:
-        """A shadow's create made ready: its UUID, its remote agent."""
+        """A shadow's create made ready: its UUID, its remote agent, and the
+        security groups it carries (copied from central if this region has none
+        yet: Neutron refuses a port naming a group it does not have)."""
         attrs["id"] = shadow_port_id(attrs.get("name"))  # a copy of a port of another region keeps its UUID
-        self._ensure_shadow_agent(context.elevated(), attrs)
+        admin = context.elevated()
+        self._ensure_shadow_agent(admin, attrs)
+        groups = attrs.get("security_groups")
+        for sg_id in groups if validators.is_attr_set(groups) and groups else []:
+            self._ensure_security_group(admin, sg_id)
 
     def _allocate_at_central(self, context, attrs: dict) -> tuple[dict, bool] | None:
         """(central port, whether we created it); None for a network central does

@@ -1,20 +1,23 @@
 """Pure planning of remote-group membership across regions (no I/O).
 
-A region only sees its own ports as members of a security group: copies of
-ports bound elsewhere are shadows without groups. So in each region X, for
-each group S that a rule of a group copied in X names as ``remote_group_id``,
-Isthmus keeps one Neutron *address group* ``isthmus-members-<S>`` (owned by
-S's project) holding the addresses (/32, /128) of S's members bound in regions
-other than X, and each such rule gets one *companion* rule in X: the same rule
-with ``remote_address_group_id`` instead of ``remote_group_id``. The original
-rule stays (it admits the members in X). A membership change is an address
-added to or removed from address groups; no rule changes.
+A region only sees its own ports as members of a security group: the ports
+bound there, and the shadows there of ports bound elsewhere, which carry their
+port's groups (plans.shadow_security). A member with no shadow in X (its
+network does not reach X, or reaches it without shadows: VLAN, ML2/OVN) is
+admitted otherwise: in each region X, for each group S that a rule of a group
+copied in X names as ``remote_group_id``, Isthmus keeps one Neutron *address
+group* ``isthmus-members-<S>`` (owned by S's project) holding the addresses
+(/32, /128) of those of S's members, and each such rule gets one *companion*
+rule in X: the same rule with ``remote_address_group_id`` instead of
+``remote_group_id``. The original rule stays (it admits the members X counts).
+A membership change is an address added to or removed from address groups; no
+rule changes.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,12 +49,17 @@ def body(group: Mapping[str, Any], addresses: Iterable[str] = ()) -> dict[str, A
             "addresses": sorted(addresses)}
 
 
-def desired_addresses(group_id: str, region: str, ports: Iterable[Mapping[str, Any]]) -> set[str]:
+# Whether a region holds a shadow of a port in the port's groups (ShadowReach.carries).
+Carried = Callable[[Mapping[str, Any], str], bool]
+
+
+def desired_addresses(group_id: str, region: str, ports: Iterable[Mapping[str, Any]],
+                      carried: Carried = lambda port, region: False) -> set[str]:
     """What ``isthmus-members-<group>`` holds in ``region``: the addresses of the
-    group's members bound in any other region."""
+    group's members bound in any other region and not shadowed in the group here."""
     out: set[str] = set()
     for port in ports:
-        if is_member(port, group_id) and bound_region(port) != region:
+        if is_member(port, group_id) and bound_region(port) != region and not carried(port, region):
             out |= addresses_of(port)
     return out
 

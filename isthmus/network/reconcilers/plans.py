@@ -136,8 +136,8 @@ def _ips(port: Mapping[str, Any]) -> set[str]:
 
 def shadow_body(port: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a port bound in another region: same UUID (from its name, see
-    the local plugin), MAC and IPs, bound to the remote host. No security
-    groups: remote members are admitted by explicit rules (security_groups).
+    the local plugin), MAC and IPs, bound to the remote host, in the port's
+    security groups (:func:`shadow_security`).
     The remote host's L2 agent (type, tunnel IP), when its region reported one,
     rides in the binding profile: the local plugin makes a shadow agent of it."""
     body = {
@@ -149,13 +149,31 @@ def shadow_body(port: Mapping[str, Any]) -> dict[str, Any]:
         "device_owner": SHADOW_OWNER,
         "device_id": port.get("device_id") or "",
         "binding:host_id": port.get("binding:host_id") or "",
-        "port_security_enabled": False,
-        "security_groups": [],
+        **shadow_security(port),
     }
     agent = reported_agent(port)
     if agent:
         body["binding:profile"] = {PROFILE_KEY: {"region": bound_region(port), "agent": agent}}
     return body
+
+
+def shadow_security(port: Mapping[str, Any]) -> dict[str, Any]:
+    """A shadow holds its port's security groups: the region then counts the
+    port as a member of them, as it counts its own ports, and its remote-group
+    rules admit it with no address group and no request per member (see
+    address_groups). Nothing enforces anything on a shadow (no agent serves its
+    host), so port security only makes the groups possible; none without groups."""
+    groups = sorted(port.get("security_groups") or []) if port.get("port_security_enabled", True) else []
+    return {"port_security_enabled": bool(groups), "security_groups": groups}
+
+
+def shadow_security_changes(shadow: Mapping[str, Any], port: Mapping[str, Any]) -> dict[str, Any]:
+    """The update that gives a shadow its port's groups now (none: in step).
+    Groups change in place: a remake would break the L2 it carries."""
+    want = shadow_security(port)
+    have = {"port_security_enabled": bool(shadow.get("port_security_enabled")),
+            "security_groups": sorted(shadow.get("security_groups") or [])}
+    return {} if want == have else want
 
 
 def shadow_of(port: Mapping[str, Any]) -> str | None:

@@ -29,7 +29,7 @@ carry out their plans with :class:`PortWriter`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from isthmus.clients import NeutronClient, Rejected, Unavailable
@@ -136,7 +136,7 @@ class PortSync:
             # A port's first bind costs nothing in its own region: most of a burst's
             # events need only their shadows elsewhere.
             todo = [w for w in works if not w.fresh_in(region)]
-            if todo and not _made_as_new(neutron, region, todo, binds, region in routed):
+            if todo and not _made_as_new(neutron, self.writer, region, todo, binds, region in routed):
                 _converge_region(neutron, region, binds, todo)
             ovn = self.ovn.region(region)
             if ovn is not None and shadows and self.ovn.keys is not None:
@@ -156,6 +156,7 @@ class PortSync:
                 except Rejected as err:
                     failures.add(work.port_id, region, err)
                 creates += [(work.port_id, body) for body in plan.create_shadows]
+            self.writer.route_groups(region, [body for _, body in creates])
             create_shadows(neutron, region, creates, failures)
 
         in_every_region(regions, sync_region, f"ports of {network_id}")
@@ -190,7 +191,8 @@ def port_work(tombstones: Tombstones, ctx: JobContext, central: dict | None) -> 
     return PortWork(ctx, network_id, macs, central, deleted)
 
 
-def _made_as_new(neutron: NeutronClient, region: str, works: list[PortWork], binds: bool, routed: bool) -> bool:
+def _made_as_new(neutron: NeutronClient, writer: PortWriter, region: str, works: list[PortWork], binds: bool,
+                 routed: bool) -> bool:
     """The common burst (ports newly bound elsewhere, each wanting a shadow here)
     without reading the region first: the plan for a region that holds nothing of
     these ports is their shadows, so create them; Neutron refuses a port whose MAC
@@ -206,6 +208,7 @@ def _made_as_new(neutron: NeutronClient, region: str, works: list[PortWork], bin
         if not plan.create_shadows:
             return False
         creates += [(work.port_id, body) for body in plan.create_shadows]
+    writer.route_groups(region, [body for _, body in creates])
     for chunk, refused in _bulk_creates(neutron, region, creates):
         if refused is not None:
             LOG.info("%d new shadow(s) in %s refused (%s): reading the region", len(chunk), region, refused)
@@ -269,7 +272,8 @@ class PortWriter:
     fields (a security group new to the region is copied and routed), makes shadows."""
 
     regions: Regions  # central's word, read again before a copy goes
-    registry: Registry  # routings of the security groups a copy brings into a region
+    registry: Registry  # routings of the security groups a copy or shadow brings into a region
+    routed: set[tuple[str, str]] = field(default_factory=set)  # (region, group) routed by this worker
 
     def apply(self, neutron: NeutronClient, region: str, plan: plans.PortPlan, central: Mapping[str, dict],
               regional: list[dict]) -> None:
@@ -294,10 +298,15 @@ class PortWriter:
             delete_as_read(neutron, "ports", by_id[port_id])
         for port in regional:
             original = central.get(port["id"])
-            if original is not None and port["id"] not in plan.delete and not plans.is_shadow(port) \
-                    and not (port.get("device_owner") or "").startswith("network:"):
+            if original is None or port["id"] in plan.delete \
+                    or (port.get("device_owner") or "").startswith("network:"):
+                continue
+            if plans.is_shadow(port):
+                self.update_shadow(neutron, region, port, original)
+            else:
                 self.update_copy(neutron, region, port, original)
         failures = Failures()
+        self.route_groups(region, plan.create_shadows)
         create_shadows(neutron, region, [(plans.shadow_of(body) or "", body) for body in plan.create_shadows],
                        failures)
         if failures.by_port:
@@ -312,12 +321,39 @@ class PortWriter:
         changes = copies.port_changes(central, copy)
         if not changes:
             return
-        pod = self.registry.find_pod(region)
-        for group_id in set(central.get("security_groups") or []) - set(copy.get("security_groups") or []):
-            # A group new to this region: a GET copies it (with its rules), and the
-            # routing makes security_group_sync keep it (remote members, later edits).
-            neutron.get("security-groups", group_id)
-            if pod is not None:
-                self.registry.ensure_routing(group_id, group_id, pod.pod_id, central["project_id"], "security_group")
+        self._bring_groups(neutron, region, central, copy)
         LOG.info("port %s in %s: updating %s", central["id"], region, sorted(changes))
         update_as_read(neutron, "ports", copy, changes)
+
+    def update_shadow(self, neutron: NeutronClient, region: str, shadow: dict, central: dict) -> None:
+        """A shadow's security groups follow its port's (the region counts it a member)."""
+        changes = plans.shadow_security_changes(shadow, central)
+        if not changes:
+            return
+        self._bring_groups(neutron, region, central, shadow)
+        LOG.info("shadow %s in %s: security groups %s", central["id"], region, changes["security_groups"])
+        update_as_read(neutron, "ports", shadow, changes)
+
+    def _bring_groups(self, neutron: NeutronClient, region: str, central: dict, regional: dict) -> None:
+        """The groups of ``central`` that ``regional`` lacks: a GET copies each to the
+        region (with its rules), and the routing makes security_group_sync keep it
+        (later edits, central's delete)."""
+        new = set(central.get("security_groups") or []) - set(regional.get("security_groups") or [])
+        for group_id in sorted(new):
+            neutron.get("security-groups", group_id)
+        self._route(region, central["project_id"], new)
+
+    def route_groups(self, region: str, shadows: list[dict]) -> None:
+        """Routings for the groups new shadows carry (the local plugin copies the
+        groups themselves as it makes the shadows)."""
+        for body in shadows:
+            self._route(region, body["project_id"], body.get("security_groups") or [])
+
+    def _route(self, region: str, project_id: str, group_ids: Iterable[str]) -> None:
+        todo = [g for g in group_ids if (region, g) not in self.routed]
+        pod = self.registry.find_pod(region) if todo else None
+        if pod is None:
+            return
+        for group_id in todo:
+            self.registry.ensure_routing(group_id, group_id, pod.pod_id, project_id, "security_group")
+            self.routed.add((region, group_id))  # a hint: a routing is removed only with its group

@@ -1,8 +1,8 @@
 """``security_group_sync``: make a project's security groups converge in every
 region that holds copies: central's rules, and for each remote-group rule an
-address group of the remote group's members bound in other regions with one
-companion rule naming it (each region only sees its own ports as members; see
-:mod:`address_groups`). Full and level-triggered: the periodic backstop of the
+address group of the remote group's members bound in other regions and not
+shadowed there, with one companion rule naming it (each region only counts its
+own ports and shadows as members; see :mod:`address_groups`). Full and level-triggered: the periodic backstop of the
 per-pair ``sg_member_sync``; it also removes the /32 member rules of the
 previous release and address groups nothing names any more."""
 
@@ -15,6 +15,7 @@ from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network.reconcilers import address_groups, plans, sg_members
 from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.shadows import ShadowPolicy, ShadowReach
 from isthmus.network.reconcilers.topology import Topology
 from isthmus.registry import Registry, Tombstones
 
@@ -29,6 +30,7 @@ class SecurityGroupSync:
     registry: Registry  # the project's security group routings: which regions hold copies
     topology: Topology
     tombstones: Tombstones
+    shadows: ShadowPolicy  # members a region counts itself, by their shadows there
 
     def run(self, ctx: JobContext) -> None:
         project_id = ctx.resource_id
@@ -46,7 +48,7 @@ class SecurityGroupSync:
             raise RetryLater(f"central: {err}") from err
         by_id = {g["id"]: g for g in groups}
         deleted = self.tombstones.buried("security_group", {r.top_id for r in routings} - set(by_id))
-        members = sg_members.Members(central, by_id)
+        members = sg_members.Members(central, by_id, ShadowReach(self.shadows, self.topology).carries)
         unreachable: list[str] = []
         wired: dict[str, set[str]] = {}  # region -> remote groups its routed copies name
         for routing in routings:

@@ -32,6 +32,7 @@ from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.shadows import ShadowPolicy, ShadowReach
 from isthmus.network.reconcilers.topology import Topology
 
 LOG = logging.getLogger(__name__)
@@ -41,12 +42,20 @@ _ATTEMPTS = 3
 
 
 class Members:
-    """Central's view of groups and their members, read at most once per job."""
+    """Central's view of groups and their members, read at most once per job;
+    ``carried`` says where a member's shadow makes the region count it itself."""
 
-    def __init__(self, central: NeutronClient, groups: Mapping[str, dict] | None = None) -> None:
+    def __init__(self, central: NeutronClient, groups: Mapping[str, dict] | None = None,
+                 carried: ag.Carried = lambda port, region: False) -> None:
         self.central = central
+        self.carried = carried
         self._groups: dict[str, dict | None] = dict(groups or {})
         self._ports: dict[str, list[dict]] = {}
+
+    def desired(self, group_id: str, region: str, ports: list[dict] | None = None) -> set[str]:
+        """What the group's address group holds in ``region`` (:func:`ag.desired_addresses`)."""
+        return ag.desired_addresses(group_id, region, self.ports(group_id) if ports is None else ports,
+                                    self.carried)
 
     def group(self, group_id: str) -> dict | None:
         if group_id not in self._groups:
@@ -139,11 +148,10 @@ def wire_group(neutron: NeutronClient, region: str, central_group: dict, copy: d
     chosen: dict[str, dict] = {}
     duplicates: list[dict] = []
     for group_id, (address_group, extra) in find(neutron, remotes).items():
-        want = ag.desired_addresses
         if address_group is None:
             group = members.group(group_id)
             assert group is not None  # one of the remotes, all found
-            address_group = create(neutron, group, want(group_id, region, members.ports(group_id)))
+            address_group = create(neutron, group, members.desired(group_id, region))
         elif fill:
             converge(neutron, address_group, functools.partial(_filled, group_id, region, members=members))
         ids[group_id] = address_group["id"]
@@ -167,11 +175,11 @@ def _filled(group_id: str, region: str, have: set[str], members: Members) -> set
     start of the pass; an address it would remove is checked against a fresh
     read first (a member may have bound since, and its own sg_member_sync has
     already run): removal only on a present answer, never on a snapshot."""
-    desired = ag.desired_addresses(group_id, region, members.ports(group_id))
+    desired = members.desired(group_id, region)
     stale = have - desired
     if stale:
         fresh = Members(members.central).ports(group_id)
-        desired |= stale & ag.desired_addresses(group_id, region, fresh)
+        desired |= stale & members.desired(group_id, region, fresh)
     return desired
 
 
@@ -215,6 +223,7 @@ class SgMemberSync:
 
     regions: Regions
     topology: Topology
+    shadows: ShadowPolicy  # where a member's shadow carries its groups: nothing to add there
     known: ag.KnownAddressGroups  # this worker's hints: address group ids, copies wired
 
     def run(self, batch: Batch) -> None:
@@ -240,16 +249,19 @@ class SgMemberSync:
     def sync_addresses(self, group_id: str, addresses: list[str]) -> None:
         """Some of a group's addresses in every region: an address is in the group's
         address group in region X iff a member of the group holding it is bound in a
-        region other than X."""
+        region other than X and has no shadow in X (which X counts itself)."""
         central = self.regions.central
+        reach = ShadowReach(self.shadows, self.topology)
         try:
             group = central.get("security-groups", group_id)
             if group is None:
                 return  # deleted: security_group_sync removes what was made for it
             holders = _holders(central, group_id, addresses)
+            for port in (p for found in holders.values() for p in found):
+                reach.regions(port["network_id"])  # central asked here, not once per region below
         except Unavailable as err:
             raise RetryLater(f"central: {err}") from err
-        members = Members(central, {group_id: group})
+        members = Members(central, {group_id: group}, reach.carries)
         in_every_region(self.topology.regions(),
                         lambda region: self._in_region(region, group, addresses, holders, members),
                         f"members of {group_id}")
@@ -258,15 +270,17 @@ class SgMemberSync:
                    members: Members) -> None:
         neutron = self.regions.neutron(region)
         known = self.known
-        where = {a: {bound_region(p) for p in holders[a]} for a in addresses}
-        present = {a for a in addresses if where[a] - {region}}
-        # Held only by members bound here: the group's own remote-group rule admits
-        # them here already, so the address group may keep such an address (left
-        # from when a member holding it was bound elsewhere) without admitting
+        present = {a for a in addresses
+                   if any(bound_region(p) != region and not members.carried(p, region) for p in holders[a])}
+        # Held only by members bound here or shadowed here: the region counts them
+        # itself (the group's own remote-group rule admits them), so the address group
+        # may keep such an address (left from when it admitted it) without admitting
         # anything more; the full pass (security_group_sync) takes it out. So a
-        # member's own region costs its event no read.
-        here_only = {a for a in addresses if where[a] == {region}}
-        absent = set(addresses) - present - here_only
+        # member's own region, and every region its network reaches with shadows,
+        # costs its event no request.
+        counted_here = {a for a in addresses if holders[a]} - present
+        absent = set(addresses) - present - counted_here
+        where = {a: {bound_region(p) for p in holders[a]} for a in addresses}
         wired: dict[str, dict] = {}
         if any(region in regions for regions in where.values()) and not known.is_wired(region, group):
             # A member bound here: the group's copy here must be wired (its first

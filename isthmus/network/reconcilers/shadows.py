@@ -2,17 +2,22 @@
 regions: VxLAN networks, when ``[isthmus] cross_region_l2 = shadow``, into the
 regions that can bind a shadow (not ML2/OVN ones: :mod:`ovn.wiring` serves those).
 Both answers are cached for the worker's life (a network's segment type never
-changes) or a while (a region's backend)."""
+changes) or a while (a region's backend). :class:`ShadowReach` puts them together
+with the network's routings: where a port's shadows (and so its groups) are."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from isthmus.clients import Unavailable
+from isthmus.network import bound_region
+from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.topology import Topology
 
 LOG = logging.getLogger(__name__)
 OVN_AGENT_TYPES = ("OVN Controller agent", "OVN Controller Gateway agent")
@@ -64,3 +69,30 @@ class ShadowPolicy:
             checked = (time.monotonic(), ovn)
             self._backends[region] = checked
         return not checked[1]
+
+
+@dataclass
+class ShadowReach:
+    """Where port_sync keeps a network's shadows: the regions its routings name
+    that bind shadows, when its type wants them. Read once per job (routings
+    change as ports bind); the network type may ask central (``Unavailable``)."""
+
+    policy: ShadowPolicy
+    topology: Topology
+    _regions: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def regions(self, network_id: str) -> frozenset[str]:
+        if network_id not in self._regions:
+            found: frozenset[str] = frozenset()
+            if self.policy.network_wants_shadows(network_id):
+                found = frozenset(r for r in self.topology.routed_regions(network_id)
+                                  if self.policy.binds_shadows(r))
+            self._regions[network_id] = found
+        return self._regions[network_id]
+
+    def carries(self, port: Mapping[str, Any], region: str) -> bool:
+        """Whether ``region`` holds a shadow of ``port`` in the port's groups (so
+        it counts the port as their member itself)."""
+        return (plans.is_compute(port) and bound_region(port) not in (None, region)
+                and bool(plans.shadow_security(port)["security_groups"])
+                and region in self.regions(port["network_id"]))

@@ -9,7 +9,7 @@ The collaborators, each shared by the handlers that need it:
   registry, and what it says about where things are (``[database] connection``);
 * :class:`~isthmus.registry.Tombstones`: central's recorded deletes, the only
   proof a copy may go;
-* :class:`~shadows.ShadowPolicy`: where shadow ports carry L2;
+* :class:`~shadows.ShadowPolicy`: where shadow ports carry L2 (and their ports' groups);
 * :class:`~ovn.access.OvnAccess`: the ML2/OVN regions' databases and central's
   tunnel keys (``[ovn:<region>]``);
 * :class:`~address_groups.KnownAddressGroups`: sg_member_sync's hints;
@@ -81,9 +81,9 @@ def wire_handlers(regions: Regions, registry: Registry, tombstones: Tombstones, 
         network_sync=NetworkSync(regions, registry, topology, tombstones, shadows, ovn, writer),
         binding_sync=BindingSync(regions, topology, settings.delete_brake, settings.binding_grace, ovn),
         port_sync=PortSync(regions, topology, tombstones, shadows, ovn, writer),
-        security_group_sync=SecurityGroupSync(regions, registry, topology, tombstones),
+        security_group_sync=SecurityGroupSync(regions, registry, topology, tombstones, shadows),
         router_sync=RouterSync(regions, registry, topology, tombstones, ovn, settings.transit_cidrs),
-        sg_member_sync=SgMemberSync(regions, topology, KnownAddressGroups()),
+        sg_member_sync=SgMemberSync(regions, topology, shadows, KnownAddressGroups()),
         registry=registry,
     )
 

@@ -62,6 +62,26 @@ def test_a_remote_vm_gets_a_shadow_carrying_its_agent():
     assert "binding:profile" not in plans.shadow_body(_remote_vm())  # no agent reported: none sent
 
 
+def test_a_shadow_carries_its_ports_groups_and_follows_them_in_place():
+    """The region counts a shadow as a member of its port's groups; a group
+    change is an update of the shadow, never a remake (that would cut its L2)."""
+    port = {**_remote_vm(), "security_groups": ["sg-b", "sg-a"], "port_security_enabled": True}
+    shadow = {**plans.shadow_body(port), "id": "r"}
+    assert (shadow["security_groups"], shadow["port_security_enabled"]) == (["sg-a", "sg-b"], True)
+    assert plans.shadow_security_changes(shadow, port) == {}
+    moved = {**port, "security_groups": ["sg-a"]}
+    assert plans.shadow_security_changes(shadow, moved) == {"port_security_enabled": True,
+                                                            "security_groups": ["sg-a"]}
+    assert not plans.shadow_is_stale(shadow, moved)
+    # Port security off at central: no groups to carry, and none allowed by Neutron.
+    bare = {**port, "port_security_enabled": False}
+    assert plans.shadow_security(bare) == {"port_security_enabled": False, "security_groups": []}
+    assert plans.shadow_security_changes(shadow, bare) == {"port_security_enabled": False, "security_groups": []}
+    # A shadow made before shadows carried groups gets them.
+    old = {**shadow, "port_security_enabled": False, "security_groups": []}
+    assert plans.shadow_security_changes(old, port)["security_groups"] == ["sg-a", "sg-b"]
+
+
 def test_without_shadows_none_are_made_and_existing_ones_go():
     local_vm = _port("l", owner="compute:az1", host="regionone-compute", region="RegionOne")
     shadow = plans.shadow_body(_remote_vm())

@@ -84,6 +84,12 @@ class FakeNeutron:
         self.ports[port["id"] + port["device_owner"]] = port
         return port
 
+    def update(self, collection: str, obj_id: str, changes: dict, if_revision: int | None = None) -> dict:
+        self._call("update", collection)
+        (port,) = [p for p in self.ports.values() if p["id"] == obj_id]
+        port.update(changes)
+        return port
+
     def delete(self, collection: str, obj_id: str, if_revision: int | None = None) -> bool:
         self._call("delete", collection)
         keys = [k for k, p in self.ports.items() if p["id"] == obj_id]
@@ -117,6 +123,7 @@ class FakeCloud:
         self.central = central
         self.regions = regions
         self.buried = buried
+        self.routings: list[tuple[str, str]] = []  # (group, pod) as ensure_routing recorded them
 
     def neutron(self, region: str) -> FakeNeutron:
         return self.regions[region]
@@ -130,8 +137,12 @@ class FakeCloud:
     def binds_shadows(self, region: str) -> bool:
         return True
 
-    def find_pod(self, region: str) -> None:
-        return None
+    def find_pod(self, region: str) -> Any:
+        return type("Pod", (), {"pod_id": f"pod-{region}"})()
+
+    def ensure_routing(self, top_id: str, bottom_id: str, pod_id: str, project_id: str, kind: str) -> None:
+        assert kind == "security_group"
+        self.routings.append((top_id, pod_id))
 
     def port_sync(self) -> PortSync:
         regions = cast(Regions, self)
@@ -271,3 +282,28 @@ def test_a_port_that_moved_is_read_first_where_its_old_copy_or_shadow_is():
     assert world.regions["R2"].shadows() == {port["id"]}
     assert world.regions["R3"].calls == [("list", "ports")]  # its own region: read, nothing to do
     assert all(batch.outcome(ctx) is None for ctx in batch)
+
+
+def test_shadows_carry_their_ports_groups_and_follow_a_change_with_one_update():
+    """A region counts a shadow as a member of the groups it holds, so the groups
+    go with it, routed to the region (security_group_sync keeps the copies); a
+    group change updates the shadow in place, once per worker routing each group."""
+    port = {**vm(1), "security_groups": ["sg-a"]}
+    world = cloud([port])
+    sync = world.port_sync()
+    sync.run(batch_of("port-001"))
+    for region in ("R2", "R3"):
+        (shadow,) = [p for p in world.regions[region].ports.values() if plans.is_shadow(p)]
+        assert (shadow["security_groups"], shadow["port_security_enabled"]) == (["sg-a"], True)
+    assert sorted(world.routings) == [("sg-a", "pod-R2"), ("sg-a", "pod-R3")]
+    world.central.ports["port-001compute:nova"]["security_groups"] = ["sg-a", "sg-b"]
+    for fake in world.regions.values():
+        fake.calls.clear()
+    sync.run(batch_of("port-001"))
+    for region in ("R2", "R3"):
+        calls = world.regions[region].calls
+        assert ("update", "ports") in calls and ("get", "security-groups") in calls, calls  # sg-b copied first
+        assert world.regions[region].ports["port-001compute:shadow"]["security_groups"] == ["sg-a", "sg-b"]
+    # Each (group, region) routed once: R1's copy brings sg-b there too.
+    assert sorted(world.routings) == [("sg-a", f"pod-{r}") for r in ("R2", "R3")] + [
+        ("sg-b", f"pod-{r}") for r in REGIONS]

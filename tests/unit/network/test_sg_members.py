@@ -10,6 +10,7 @@ from isthmus.network.central import mech_driver
 from isthmus.network.reconcilers import address_groups as ag
 from isthmus.network.reconcilers import sg_members
 from isthmus.network.reconcilers.regions import Regions
+from isthmus.network.reconcilers.shadows import ShadowPolicy
 from isthmus.network.reconcilers.topology import Topology
 
 S = "11111111-1111-1111-1111-111111111111"
@@ -19,8 +20,9 @@ GROUP = {"id": S, "project_id": "p", "name": "default", "security_group_rules": 
 _ids = itertools.count(1)
 
 
-def _vm(port_id, ip, region):
+def _vm(port_id, ip, region, network="n"):
     return {"id": port_id, "project_id": "p", "device_owner": "compute:az", "security_groups": [S],
+            "network_id": network,
             "fixed_ips": [{"subnet_id": "s", "ip_address": ip}], "binding:host_id": "h",
             "binding:profile": {PROFILE_KEY: {"region": region}}}
 
@@ -100,18 +102,38 @@ class _Regions:
 
 
 class _Topology:
-    def __init__(self, regions):
+    def __init__(self, regions, routed=None):
         self.names = list(regions)
+        self.routed = routed or {}  # network id -> regions where a port of it was bound
 
     def regions(self):
         return self.names
 
+    def routed_regions(self, network_id):
+        return set(self.routed.get(network_id, ()))
 
-def member_sync(central: FakeNeutron, regions: dict[str, FakeNeutron]) -> sg_members.SgMemberSync:
-    """The handler over fakes (it reads only central, neutron(region) and the
-    regions' names), with hints of its own."""
-    return sg_members.SgMemberSync(cast(Regions, _Regions(central, regions)), cast(Topology, _Topology(regions)),
-                                   ag.KnownAddressGroups())
+
+class _Shadows:
+    """ShadowPolicy's two answers: which networks get shadows, which regions bind them."""
+
+    def __init__(self, networks=(), ovn_regions=()):
+        self.networks, self.ovn_regions = set(networks), set(ovn_regions)
+
+    def network_wants_shadows(self, network_id):
+        return network_id in self.networks
+
+    def binds_shadows(self, region):
+        return region not in self.ovn_regions
+
+
+def member_sync(central: FakeNeutron, regions: dict[str, FakeNeutron], routed=None,
+                shadows: _Shadows | None = None) -> sg_members.SgMemberSync:
+    """The handler over fakes (it reads only central, neutron(region), the
+    regions' names and where shadows are), with hints of its own. By default no
+    network has shadows: every remote member goes through address groups."""
+    return sg_members.SgMemberSync(cast(Regions, _Regions(central, regions)),
+                                   cast(Topology, _Topology(regions, routed)),
+                                   cast(ShadowPolicy, shadows or _Shadows()), ag.KnownAddressGroups())
 
 
 def as_client(fake: FakeNeutron) -> NeutronClient:
@@ -155,6 +177,46 @@ def test_a_pair_is_added_where_the_member_is_remote_and_wires_its_own_region():
     central.ports.clear()
     handler.sync_pair(S, "10.0.0.5/32")
     assert r2.address_groups[r2_ag["id"]]["addresses"] == set()
+
+
+def test_a_member_shadowed_in_a_region_costs_that_region_no_request():
+    """R2 holds a shadow of the member in its groups (the network reaches R2 with
+    shadows): R2 counts it itself, so its address group is not asked. R3 runs
+    ML2/OVN (no shadows) and R4 has no copy of the network: both get the address."""
+    central = FakeNeutron("Central", ports=[_vm("a", "10.0.0.5", "R1", network="vx")])
+    central.groups[S] = GROUP
+    fakes = {r: FakeNeutron(r, [GROUP]) for r in ("R1", "R2", "R3", "R4")}
+    made = {r: fakes[r].create("address-groups", ag.body(GROUP)) for r in ("R2", "R3", "R4")}
+    handler = member_sync(central, fakes, routed={"vx": {"R1", "R2", "R3"}},
+                          shadows=_Shadows(networks={"vx"}, ovn_regions={"R3"}))
+    handler.sync_pair(S, "10.0.0.5")  # learns the address groups
+    for fake in fakes.values():
+        fake.calls.clear()
+    central.ports.append(_vm("b", "10.0.0.6", "R1", network="vx"))
+    handler.sync_pair(S, "10.0.0.6")
+    assert fakes["R2"].calls == [] and fakes["R1"].calls == []
+    assert fakes["R2"].address_groups[made["R2"]["id"]]["addresses"] == set()
+    for region in ("R3", "R4"):
+        assert fakes[region].address_groups[made[region]["id"]]["addresses"] == {"10.0.0.5/32", "10.0.0.6/32"}
+    # Gone at central: the regions that hold it lose it; R2 still needs nothing.
+    central.ports.clear()
+    handler.sync_pair(S, "10.0.0.6")
+    assert fakes["R3"].address_groups[made["R3"]["id"]]["addresses"] == {"10.0.0.5/32"}
+    assert not [c for c in fakes["R2"].calls if c[0] in ("add_addresses", "remove_addresses")]
+
+
+def test_a_full_pass_leaves_shadowed_members_out_of_the_address_group():
+    """security_group_sync's fill: a member the region shadows is not wanted in its
+    address group (an entry left from before goes); one it does not shadow is."""
+    shadowed, routed_away = _vm("a", "10.0.0.5", "R1", network="vx"), _vm("b", "10.0.0.6", "R1", network="other")
+    central = FakeNeutron("Central", ports=[shadowed, routed_away])
+    r2 = FakeNeutron("R2", [GROUP])
+    made = r2.create("address-groups", ag.body(GROUP, ["10.0.0.5/32"]))
+    reach = {("vx", "R2")}
+    members = sg_members.Members(as_client(central), {S: GROUP},
+                                 lambda port, region: (port["network_id"], region) in reach)
+    sg_members.wire_group(as_client(r2), "R2", GROUP, r2.groups[S], members, fill=True)
+    assert r2.address_groups[made["id"]]["addresses"] == {"10.0.0.6/32"}
 
 
 def test_a_member_moved_here_leaves_its_address_here_until_it_is_gone_from_the_group():
