@@ -2,9 +2,10 @@
 region that holds copies: central's rules, and for each remote-group rule an
 address group of the remote group's members bound in other regions and not
 shadowed there, with one companion rule naming it (each region only counts its
-own ports and shadows as members; see :mod:`address_groups`). Full and level-triggered: the periodic backstop of the
-per-pair ``sg_member_sync``; it also removes the /32 member rules of the
-previous release and address groups nothing names any more."""
+own ports and shadows as members; see :mod:`address_groups`). Full and
+level-triggered: the periodic backstop of the per-pair ``sg_member_sync``; it
+also removes the /32 member rules of the previous release and address groups
+nothing names any more."""
 
 from __future__ import annotations
 

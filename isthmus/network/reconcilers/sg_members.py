@@ -175,7 +175,11 @@ def _filled(group_id: str, region: str, have: set[str], members: Members) -> set
     start of the pass; an address it would remove is checked against a fresh
     read first (a member may have bound since, and its own sg_member_sync has
     already run): removal only on a present answer, never on a snapshot."""
-    desired = members.desired(group_id, region)
+    ports = members.ports(group_id)
+    # An entry for a member the region shadows stays while the member does: it admits
+    # nothing its shadow does not (and a shadow made before shadows carried groups
+    # gets them only with its network's next pass).
+    desired = members.desired(group_id, region) | (have & ag.desired_addresses(group_id, region, ports))
     stale = have - desired
     if stale:
         fresh = Members(members.central).ports(group_id)

@@ -73,21 +73,21 @@ class ShadowPolicy:
 
 @dataclass
 class ShadowReach:
-    """Where port_sync keeps a network's shadows: the regions its routings name
-    that bind shadows, when its type wants them. Read once per job (routings
-    change as ports bind); the network type may ask central (``Unavailable``)."""
+    """Where port_sync keeps a network's shadows: the regions its routings name,
+    when its type wants shadows and the region binds them. Routings are read once
+    per job (they change as ports bind). :meth:`regions` may ask central for the
+    network's type (``Unavailable``); :meth:`carries` asks only the one region it
+    is about (its backend, cached), so a hung region delays only its own answer."""
 
     policy: ShadowPolicy
     topology: Topology
     _regions: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def regions(self, network_id: str) -> frozenset[str]:
+        """The regions the network's routings name, if its type wants shadows."""
         if network_id not in self._regions:
-            found: frozenset[str] = frozenset()
-            if self.policy.network_wants_shadows(network_id):
-                found = frozenset(r for r in self.topology.routed_regions(network_id)
-                                  if self.policy.binds_shadows(r))
-            self._regions[network_id] = found
+            wants = self.policy.network_wants_shadows(network_id)
+            self._regions[network_id] = frozenset(self.topology.routed_regions(network_id) if wants else ())
         return self._regions[network_id]
 
     def carries(self, port: Mapping[str, Any], region: str) -> bool:
@@ -95,4 +95,4 @@ class ShadowReach:
         it counts the port as their member itself)."""
         return (plans.is_compute(port) and bound_region(port) not in (None, region)
                 and bool(plans.shadow_security(port)["security_groups"])
-                and region in self.regions(port["network_id"]))
+                and region in self.regions(port["network_id"]) and self.policy.binds_shadows(region))

@@ -205,18 +205,21 @@ def test_a_member_shadowed_in_a_region_costs_that_region_no_request():
     assert not [c for c in fakes["R2"].calls if c[0] in ("add_addresses", "remove_addresses")]
 
 
-def test_a_full_pass_leaves_shadowed_members_out_of_the_address_group():
-    """security_group_sync's fill: a member the region shadows is not wanted in its
-    address group (an entry left from before goes); one it does not shadow is."""
-    shadowed, routed_away = _vm("a", "10.0.0.5", "R1", network="vx"), _vm("b", "10.0.0.6", "R1", network="other")
-    central = FakeNeutron("Central", ports=[shadowed, routed_away])
+def test_a_full_pass_adds_no_shadowed_member_and_keeps_one_already_there():
+    """security_group_sync's fill: a member the region shadows is not added to its
+    address group, but an entry it has already stays while the member does (a
+    shadow of an older release carries no groups until its network's next pass);
+    a member the region does not shadow is added; a former member's entry goes."""
+    members_now = [_vm("a", "10.0.0.5", "R1", network="vx"), _vm("b", "10.0.0.6", "R1", network="other"),
+                   _vm("c", "10.0.0.7", "R1", network="vx")]
+    central = FakeNeutron("Central", ports=members_now)
     r2 = FakeNeutron("R2", [GROUP])
-    made = r2.create("address-groups", ag.body(GROUP, ["10.0.0.5/32"]))
+    made = r2.create("address-groups", ag.body(GROUP, ["10.0.0.5/32", "10.0.0.9/32"]))
     reach = {("vx", "R2")}
     members = sg_members.Members(as_client(central), {S: GROUP},
                                  lambda port, region: (port["network_id"], region) in reach)
     sg_members.wire_group(as_client(r2), "R2", GROUP, r2.groups[S], members, fill=True)
-    assert r2.address_groups[made["id"]]["addresses"] == {"10.0.0.6/32"}
+    assert r2.address_groups[made["id"]]["addresses"] == {"10.0.0.5/32", "10.0.0.6/32"}
 
 
 def test_a_member_moved_here_leaves_its_address_here_until_it_is_gone_from_the_group():
