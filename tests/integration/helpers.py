@@ -118,6 +118,10 @@ def delete_security_group(conn, sg_id):
         conn.network.delete_security_group(sg_id, ignore_missing=True)
         return True
     except os_exc.ConflictException:
+        # Neutron's 409 names no port: say which hold the group, for a report that times out.
+        holders = [(p.id, p.device_owner, p.binding_host_id, p.status)
+                   for p in conn.network.ports(security_groups=sg_id)]
+        print(f"security group {sg_id} in use by {holders}")
         return False
 
 
