@@ -67,12 +67,15 @@ tier_component() {
 # half-way through its start would leave services behind).
 sandbox_state=""
 sandbox_starter=""
+SANDBOX_NICE=10
 start_sandbox() {
   sandbox_state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-sandbox.XXXXXX") || return 1
   trap stop_sandbox EXIT
   echo "[test] starting the test sandbox in $sandbox_state (in the background)"
   sandbox_started=$(date +%s)
-  ( "$PY" -m tests.sandboxes start "$sandbox_state" >"$sandbox_state.log" 2>&1
+  # Niced, with everything it starts: the unit and component tiers run beside the
+  # start and keep the CPU first (on two cores they took twice as long without).
+  ( nice -n "$SANDBOX_NICE" "$PY" -m tests.sandboxes start "$sandbox_state" >"$sandbox_state.log" 2>&1
     echo $? >"$sandbox_state.rc" ) &
   sandbox_starter=$!
 }
@@ -107,7 +110,7 @@ ovn_wanted() {
 start_ovn_root() {
   ovn_wanted || return 0
   ovn_state=$(mktemp -d "${TMPDIR:-/tmp}/isthmus-test-ovn.XXXXXX") || return 1
-  ( ./tools/ovn-root.sh >"$ovn_state.root.log" 2>&1; echo $? >"$ovn_state.root.rc" ) &
+  ( nice -n "$SANDBOX_NICE" ./tools/ovn-root.sh >"$ovn_state.root.log" 2>&1; echo $? >"$ovn_state.root.rc" ) &
   ovn_root_job=$!
 }
 
@@ -128,7 +131,8 @@ start_ovn_job() {
     cat "$ovn_state.root.log" >"$ovn_state.log" 2>/dev/null || true
     [ "$(cat "$ovn_state.root.rc" 2>/dev/null)" = 0 ] || status=1
     if [ "$status" = 0 ]; then
-      "$PY" -m tests.sandboxes start-ovn "$ovn_state" >>"$ovn_state.log" 2>&1 || status=$?
+      # As niced as the main sandbox: neither set of services outranks the other.
+      nice -n "$SANDBOX_NICE" "$PY" -m tests.sandboxes start-ovn "$ovn_state" >>"$ovn_state.log" 2>&1 || status=$?
     fi
     if [ "$status" = 0 ]; then
       ISTHMUS_OVN_SANDBOX_DIR="$ovn_state" pytest_run ovn --tier integration -m ovn tests/integration/ovn \
