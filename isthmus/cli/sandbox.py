@@ -52,8 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--no-schema-cache", action="store_true",
                     help="migrate every service's database instead of loading the schemas kept from an earlier "
                          "start (~/.cache/isthmus/sandbox-schemas; also ISTHMUS_NO_SCHEMA_CACHE=1)")
-    up.add_argument("--db-url", help="a MariaDB/MySQL server for Nova and Placement "
+    up.add_argument("--db-url", help="a MariaDB/MySQL server for the databases that are not on SQLite (Nova, "
+                                     "Placement, Cinder, Octavia; Neutron with --neutron-db mariadb) "
                                      "(mysql+pymysql://user:pass@host:port/) instead of a private one")
+    up.add_argument("--neutron-db", choices=("sqlite", "mariadb"), default="sqlite",
+                    help="where every Neutron keeps its database (default sqlite; an OVN region's is always on "
+                         "MariaDB). mariadb runs them as production regions do: concurrent writers instead of "
+                         "SQLite's one at a time")
     up.set_defaults(func=_up)
 
     down = actions.add_parser("down", help="stop every process the sandbox started")
@@ -125,14 +130,15 @@ def _up(args) -> int:
     from isthmus.sandbox.layout import Layout, parse_regions
 
     if args.db_url and not args.db_url.startswith(("mysql+pymysql://", "mysql://")):
-        raise ValueError("--db-url: Nova and Placement need MariaDB/MySQL here (mysql+pymysql://...)")
+        raise ValueError("--db-url: must name a MariaDB/MySQL server here (mysql+pymysql://...)")
     regions = parse_regions(args.regions)
     ovn_regions = regions if args.ovn else parse_regions(args.ovn_regions) if args.ovn_regions else ()
     layout = Layout(state_dir=args.state_dir, base_port=args.base_port, regions=regions,
                     compute=not args.no_compute, db_url=args.db_url, plain=args.plain,
                     neutron_page_limit=args.neutron_page_limit, dataplane=args.dataplane or bool(ovn_regions),
                     stock_neutron=args.stock_neutron, octavia=args.octavia, tls=args.tls, ovn_regions=ovn_regions,
-                    xjob_workers=args.xjob_workers, volume=not args.no_volume)
+                    xjob_workers=args.xjob_workers, volume=not args.no_volume,
+                    neutron_mariadb=args.neutron_db == "mariadb")
     return control.up(layout, schema_cache=not args.no_schema_cache)
 
 

@@ -135,6 +135,7 @@ def down(layout: Layout, out: TextIO = sys.stdout) -> int:
         (layout.run / f"{record.name}.json").unlink(missing_ok=True)
     if layout.compute:
         rabbitmq.delete_vhosts(layout)
+    if layout.uses_mariadb:
         database.drop_databases(layout)
     if layout.dataplane:
         from isthmus.sandbox.dataplane import host as dataplane

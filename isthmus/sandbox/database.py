@@ -1,7 +1,8 @@
-"""Nova's and Placement's databases: a private MariaDB in the state dir, or --db-url.
+"""The sandbox's MariaDB databases: a private server in the state dir, or --db-url.
 
 SQLite fails Nova and Placement under concurrent boots ("database is locked"), so
-they get a real server; everything else in the sandbox stays on SQLite.
+they get a real server, as do Cinder, Octavia, the Neutron of an OVN region and,
+with ``--neutron-db mariadb``, every Neutron; the rest of the sandbox stays on SQLite.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from isthmus.sandbox import process
-from isthmus.sandbox.layout import Layout
+from isthmus.sandbox.layout import CENTRAL_REGION, Layout
 
 MARIADB_HINT = "apt-get install -y mariadb-server"
 
@@ -39,17 +40,22 @@ def url(layout: Layout, name: str) -> str:
     return server.set(database=_db_name(layout, name)).render_as_string(hide_password=False)
 
 
+def neutron_database(region: str) -> str:
+    return f"neutron_{region.lower()}"
+
+
 def database_names(layout: Layout) -> list[str]:
-    names = []
+    names = [neutron_database(CENTRAL_REGION)] if layout.neutron_on_mariadb(CENTRAL_REGION) else []
     for region in layout.regions:
         key = region.lower()
-        names += [f"nova_api_{key}", f"nova_cell0_{key}", f"nova_{key}", f"placement_{key}"]
+        if layout.compute:
+            names += [f"nova_api_{key}", f"nova_cell0_{key}", f"nova_{key}", f"placement_{key}"]
         if layout.volume:
             names.append(f"cinder_{key}")
         if layout.octavia:
             names.append(f"octavia_{key}")
-        if layout.is_ovn(region):
-            names.append(f"neutron_{key}")
+        if layout.neutron_on_mariadb(region):
+            names.append(neutron_database(region))
     return names
 
 

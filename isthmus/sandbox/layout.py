@@ -100,6 +100,11 @@ class Layout:
     # isthmus-xjob processes sharing the job database (``--xjob-workers``): the
     # engine's leases keep them from running one key twice (docs/jobs.md).
     xjob_workers: int = 1
+    # Every Neutron's database (central's and the regions') on the sandbox's
+    # MariaDB (or --db-url) instead of SQLite, as in a production region
+    # (``--neutron-db mariadb``): concurrent writers, and a database another host
+    # could reach. OVN regions always use MariaDB.
+    neutron_mariadb: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
@@ -180,6 +185,15 @@ class Layout:
 
     def is_ovn(self, region: str) -> bool:
         return region in self.ovn_regions
+
+    def neutron_on_mariadb(self, region: str) -> bool:
+        """Whether this Neutron's database is on MariaDB (the stock Neutron's never is)."""
+        return self.is_ovn(region) or (self.neutron_mariadb and region != STOCK_NEUTRON)
+
+    @property
+    def uses_mariadb(self) -> bool:
+        """Some service's database is on MariaDB (the private server or --db-url)."""
+        return self.compute or self.neutron_mariadb
 
     def availability_zone(self, region: str) -> str:
         return availability_zone(self.regions.index(region))

@@ -56,14 +56,15 @@ def values(layout: Layout, region: str) -> NeutronValues:
 
 
 def _database_url(layout: Layout, region: str) -> str:
-    """SQLite, except in an OVN region: ML2/OVN's Southbound event threads write
-    to the database (port status, hash ring) while an API request holds SQLite's
-    one write lock and waits for the Northbound; the region locked up for minutes.
-    Its database lives on the sandbox's MariaDB, as in a real region."""
-    if layout.is_ovn(region):
+    """SQLite, except in an OVN region or with ``--neutron-db mariadb``. In an OVN
+    region ML2/OVN's Southbound event threads write to the database (port status,
+    hash ring) while an API request holds SQLite's one write lock and waits for
+    the Northbound; the region locked up for minutes. There the database lives on
+    the sandbox's MariaDB, as in a real region."""
+    if layout.neutron_on_mariadb(region):
         from isthmus.sandbox import database
 
-        return database.url(layout, f"neutron_{region.lower()}")
+        return database.url(layout, database.neutron_database(region))
     return layout.sqlite_url(f"neutron-{region}")
 
 
@@ -158,11 +159,11 @@ def prepare(layout: Layout, region: str, cache: SchemaCache | None = None) -> No
         process.run([runtime.tool("neutron-db-manage"), *conf_args, "stamp", "heads"], log,
                     what=f"neutron-{region} stamp")
 
-    if layout.is_ovn(region):
+    if layout.neutron_on_mariadb(region):
         from isthmus.sandbox import database
 
         database.provide(layout, cache or SchemaCache(None), f"neutron-{region}", "neutron",
-                         [f"neutron_{region.lower()}"], migrate)
+                         [database.neutron_database(region)], migrate)
         return
 
     provide_sqlite(cache or SchemaCache(None), f"neutron-{region}", "neutron.sqlite",

@@ -34,7 +34,7 @@ def planned_ports(layout: Layout) -> list[tuple[str, int]]:
         ports += [(name, layout.xjob_metrics_port_of(i)) for i, name in enumerate(layout.xjob_names, start=1)]
     if layout.stock_neutron:
         ports.append((f"neutron-{STOCK_NEUTRON}", layout.stock_neutron_port))
-    if layout.compute and not layout.db_url:
+    if layout.uses_mariadb and not layout.db_url:
         ports.append(("mariadb", layout.mariadb_port))
     for region in layout.regions:
         ports.append((f"neutron-{region}", layout.neutron_port(region)))
@@ -74,14 +74,13 @@ def steps(layout: Layout, cache: SchemaCache | None = None) -> list[Step]:
         Step(admin_api.NAME, _serve(lambda: admin_api.start(layout)), ("isthmus-db", "catalog"), "starting"),
     ]
     infra: tuple[str, ...] = ()
-    if layout.compute:
+    if layout.uses_mariadb:
         def mariadb() -> None:
             database.start_private(layout)
             database.create_databases(layout)
-        plan += [
-            Step("mariadb", mariadb, what="private server" if not layout.db_url else "databases on --db-url"),
-            Step("rabbitmq", lambda: rabbitmq.create_vhosts(layout), what="one vhost per region"),
-        ]
+        plan.append(Step("mariadb", mariadb, what="private server" if not layout.db_url else "databases on --db-url"))
+    if layout.compute:
+        plan.append(Step("rabbitmq", lambda: rabbitmq.create_vhosts(layout), what="one vhost per region"))
         infra = ("rabbitmq",)
     for region in layout.ovn_regions:
         plan += [
@@ -96,7 +95,7 @@ def steps(layout: Layout, cache: SchemaCache | None = None) -> list[Step]:
         after += (f"ovn-{region}",) if layout.is_ovn(region) else ()
         plan += [
             Step(f"neutron-setup-{region}", functools.partial(neutron.prepare, layout, region, cache),
-                 ("mariadb",) if layout.is_ovn(region) else (), what="schema"),
+                 ("mariadb",) if layout.neutron_on_mariadb(region) else (), what="schema"),
             Step(f"neutron-{region}", _serve(lambda r=region: neutron.start(layout, r)),
                  (f"neutron-setup-{region}", *infra, *after), "starting, waiting for health"),
             Step(f"neutron-defaults-{region}",
@@ -209,7 +208,7 @@ def starter(layout: Layout, name: str):
         admin_api.NAME: _serve(lambda: admin_api.start(layout)),
         **{name: functools.partial(xjob.start, layout, i) for i, name in enumerate(layout.xjob_names, start=1)},
     }
-    if not layout.db_url:  # the sandbox's own MariaDB (an operator's --db-url is not ours to start)
+    if layout.uses_mariadb and not layout.db_url:  # the sandbox's own (an operator's --db-url is not ours to start)
         starters["mariadb"] = lambda: database.start_private(layout)
     if layout.compute:
         starters["isthmus-gateway"] = _serve(lambda: gateway.start(layout))

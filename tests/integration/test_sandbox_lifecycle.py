@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from tests.integration.helpers import sandbox_layout
-from tests.sandboxes import free_base_port, isthmus
+from tests.sandboxes import Sandbox, free_base_port, isthmus
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +92,11 @@ def test_second_sandbox_runs_beside_the_first_and_down_leaves_nothing(sandbox, t
 def test_a_tls_sandbox_serves_the_gateway_and_the_admin_api_over_verified_https(sandbox, tmp_path):
     """Issue 26 item 14: ``sandbox up --tls``; the openstack CLI lists servers through
     the gateway and pods through the Admin API over https (clouds.yaml's cacert); a
-    plain-http request to those ports fails; an untrusted client is refused."""
+    plain-http request to those ports fails; an untrusted client is refused.
+
+    The same sandbox keeps its Neutrons on MariaDB (``--neutron-db mariadb``, one
+    start for both options): a regional port on a central network gets central's
+    UUID, MAC and address there too."""
     import os
     import ssl
     import subprocess
@@ -105,7 +109,7 @@ def test_a_tls_sandbox_serves_the_gateway_and_the_admin_api_over_verified_https(
     try:
         # Inside the try: an up that fails or times out still stops what it started.
         isthmus("sandbox", "up", "--state-dir", str(tmp_path), "--base-port", str(base), "--regions", "RegionOne",
-                "--tls")
+                "--tls", "--neutron-db", "mariadb")
         layout = sandbox_layout(tmp_path)
         env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(layout.clouds_yaml)}
         for args in (["--os-cloud", "isthmus-demo", "--os-region-name", "CentralRegion", "server", "list"],
@@ -121,6 +125,16 @@ def test_a_tls_sandbox_serves_the_gateway_and_the_admin_api_over_verified_https(
             trusted = ssl.create_default_context(cafile=layout.ca_file)
             with urllib.request.urlopen(f"https://127.0.0.1:{port}/", timeout=10, context=trusted) as reply:
                 assert reply.status < 400
+
+        for region in ("CentralRegion", "RegionOne"):
+            assert "connection = mysql+pymysql://" in (layout.etc / f"neutron-{region}" / "neutron.conf").read_text()
+        second = Sandbox(tmp_path, base, ("RegionOne",))
+        central = second.connect("CentralRegion")
+        net = central.network.create_network(name="on-mariadb")
+        central.network.create_subnet(network_id=net.id, cidr="10.88.0.0/24", ip_version=4)
+        port = second.connect("RegionOne").network.create_port(network_id=net.id, name="on-mariadb")
+        at_central = central.network.get_port(port.id)
+        assert (at_central.mac_address, at_central.fixed_ips) == (port.mac_address, port.fixed_ips)
     finally:
         isthmus("sandbox", "down", "--state-dir", str(tmp_path), check=False)
 

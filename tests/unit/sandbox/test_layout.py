@@ -155,3 +155,28 @@ def test_ovn_regions_need_the_dataplane_and_known_regions_and_round_trip(tmp_pat
     # Each OVN region's Northbound and Southbound get ports of their own, apart from every other.
     ports = [layout.region_port(r, s) for r in layout.regions for s in ("neutron", "octavia", "ovn_nb", "ovn_sb")]
     assert len(set(ports)) == len(ports)
+
+
+def test_neutron_on_mariadb_moves_every_neutron_but_the_stock_one_and_needs_the_server(tmp_path):
+    from isthmus.sandbox import database, neutron
+    from isthmus.sandbox.layout import CENTRAL_REGION, STOCK_NEUTRON
+    from isthmus.sandbox.plan import steps
+
+    plain = Layout(tmp_path / "a", base_port=30000, compute=False)
+    assert not plain.uses_mariadb and "mariadb" not in dict(planned_ports(plain))
+    assert not any(step.name == "mariadb" for step in steps(plain))
+
+    layout = Layout(tmp_path / "b", base_port=30000, compute=False, stock_neutron=True, neutron_mariadb=True)
+    assert dict(planned_ports(layout))["mariadb"] == layout.mariadb_port
+    assert database.database_names(layout) == ["neutron_centralregion", "neutron_regionone", "neutron_regiontwo"]
+    plan = {step.name: step for step in steps(layout)}
+    assert "rabbitmq" not in plan  # no compute: Neutron casts to a fake transport
+    for region in (CENTRAL_REGION, *layout.regions):
+        assert "mariadb" in plan[f"neutron-setup-{region}"].after
+        assert neutron._database_url(layout, region) == \
+            f"mysql+pymysql://root@127.0.0.1:{layout.mariadb_port}/neutron_{region.lower()}"
+    assert "mariadb" not in plan[f"neutron-setup-{STOCK_NEUTRON}"].after
+    assert neutron._database_url(layout, STOCK_NEUTRON).startswith("sqlite:")
+    layout.make_dirs()
+    layout.save()
+    assert Layout.load(layout.state_dir) == layout
