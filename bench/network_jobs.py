@@ -209,9 +209,10 @@ class Batch:
 
 
 def make_ports(neutrons: Neutrons, placement: list[tuple[str, str]], workers: int, label: str, tag: str,
-               sink: list[MadePort], no_groups: bool = False) -> Batch:
+               sink: list[MadePort], no_groups: bool = False, also: list[MadePort] | None = None) -> Batch:
     """Create+bind one port per (region, network), ``workers`` at a time. Every port
-    made also goes to ``sink`` at once, so cleanup finds it even if we stop early."""
+    made also goes to ``sink`` at once, so cleanup finds it even if we stop early
+    (and to ``also``, a shadow watcher's list, if given)."""
     batch = Batch(label)
     started = last_note = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="port") as pool:
@@ -222,6 +223,8 @@ def make_ports(neutrons: Neutrons, placement: list[tuple[str, str]], workers: in
                 port = future.result()
                 batch.made.append(port)
                 sink.append(port)
+                if also is not None:
+                    also.append(port)
             except Exception as err:  # noqa: BLE001 - a failed create is a result to report, not a crash
                 batch.errors.append(f"{futures[future]}: {err}")
             if time.monotonic() - last_note > 10:
@@ -741,7 +744,7 @@ def _cause(request: Request) -> str:
 
 def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fails: int, rules: dict[str, int],
                       poll: float, requests: Counter[str] | None = None, events: int = 0,
-                      floor: float | None = None) -> None:
+                      floor: float | None = None, unloaded: Convergence | None = None) -> None:
     shadows = sum(len(v) for v in conv.expected.values())
     rate = shadows / conv.span_s if conv.span_s > 0 else float("nan")
     print(f"\n2. job convergence ({'converged' if conv.converged else 'NOT CONVERGED'}; "
@@ -755,8 +758,12 @@ def print_convergence(conv: Convergence, base: Batch, jobs: list[JobReport], fai
         print(f"{'floor: the same shadows, one bulk POST/region':44} {floor:10.1f} "
               f"{conv.tail_s / floor if floor else 0:7.2f}  (x: last bound -> all shadows against it)")
     print(f"{'shadows/s (vs baseline region ports/s)':44} {rate:10.1f} {base.rate / rate if rate else 0:7.2f}")
-    for name, values in (("bound -> first shadow seen", conv.first_latency),
-                         ("bound -> shadow in every other region", conv.all_latency)):
+    latencies = [("bound -> first shadow seen", conv.first_latency),
+                 ("bound -> shadow in every other region", conv.all_latency)]
+    if unloaded is not None:
+        latencies.append(("one client: bound -> every other region" + ("" if unloaded.converged else " (NOT ALL)"),
+                          unloaded.all_latency))
+    for name, values in latencies:
         print(f"{name + ' p50/p95 (s)':44} {statistics.median(values) if values else float('nan'):5.1f}/"
               f"{pct(values, .95):<5.1f}")
     print("   x base: time per shadow against a baseline port create+bind (the worker makes a network's "
@@ -863,13 +870,23 @@ def main() -> int:
         created.central_networks.append(network)
         created.central_subnets.append(subnet)
         sequential: tuple[Batch, Batch] | None = None
+        unloaded: Convergence | None = None
         if args.sequential:
             say(f"one client: {args.sequential} ports of each kind, one at a time")
-            sequential = (
-                make_ports(neutrons, round_robin(regions, args.sequential, lambda r: created.regional_networks[r]),
-                           1, "one client, region-only", tag, created.regional_ports, args.no_security_groups),
-                make_ports(neutrons, round_robin(regions, args.sequential, lambda _: network), 1,
-                           "one client, central", tag, created.central_ports, args.no_security_groups))
+            own = make_ports(neutrons, round_robin(regions, args.sequential, lambda r: created.regional_networks[r]),
+                             1, "one client, region-only", tag, created.regional_ports, args.no_security_groups)
+            # The same clock as the burst below, with no queue in front of the
+            # worker: what the wiring itself takes from a bind to the shadows.
+            one_by_one: list[MadePort] = []
+            watcher = ShadowWatcher(neutrons, regions, network, args.poll, one_by_one)
+            watcher.start()
+            shared = make_ports(neutrons, round_robin(regions, args.sequential, lambda _: network), 1,
+                                "one client, central", tag, created.central_ports, args.no_security_groups,
+                                also=one_by_one)
+            unloaded_ok = wait_converged(watcher, expected_shadows(shared.made, regions), args.timeout)
+            watcher.stop()
+            unloaded = convergence(shared.made, watcher, regions, unloaded_ok)
+            sequential = (own, shared)
             wait_quiet(store, 120)
         jobs = {"network_sync": ("network_sync", network), "security_group_sync": ("security_group_sync", project)}
         watcher = ShadowWatcher(neutrons, regions, network, args.poll, created.central_ports)
@@ -918,7 +935,8 @@ def main() -> int:
         fan_out = measure_fan_out(layout, neutrons, store, list(jobs.values()), network, args.lists)
 
         print_creation(base, made, sequential)
-        print_convergence(conv, base, job_reports, fails, rules, args.poll, by_cause, len(made.made), floor)
+        print_convergence(conv, base, job_reports, fails, rules, args.poll, by_cause, len(made.made), floor,
+                          unloaded)
         print_fan_out(fan_out, regions, args.lists)
         for name, batch in (("baseline", base), ("central", made)):
             for error in batch.errors[:3]:

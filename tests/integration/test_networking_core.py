@@ -282,6 +282,35 @@ def test_lists_page_to_the_end_under_a_small_page_limit(sandbox, central, admin,
         admin[one].network.delete_port(port)
 
 
+def test_a_list_of_shadows_by_id_reads_nothing_from_central(sandbox, admin):
+    """A region asked for shadows by id (a watcher polling for them) answers from
+    what it has; a central port it lacks is read from central and copied only when
+    a copy could be in the answer (before: one central read per missing id, on
+    every poll)."""
+    one = sandbox.regions[0]
+    net = admin[CENTRAL].network.create_network(name=f"unplaced-{uuid.uuid4().hex[:6]}")
+    admin[CENTRAL].network.create_subnet(network_id=net.id, ip_version=4, cidr="10.79.0.0/24")
+    port = admin[CENTRAL].network.create_port(network_id=net.id, name=f"{net.name}-port")
+    log = sandbox.state_dir / "logs" / f"neutron-{CENTRAL}.log"
+    asked = f"GET /v2.0/ports/{port.id} "
+
+    def central_reads_since(offset: int) -> int:
+        with log.open(errors="replace") as lines:
+            lines.seek(offset)
+            return lines.read().count(asked)
+
+    try:
+        start = log.stat().st_size
+        assert list(admin[one].network.ports(id=port.id, device_owner=SHADOW_OWNER)) == []
+        assert central_reads_since(start) == 0
+        # The control: asked for the port itself, the region copies it from central.
+        assert [p.id for p in admin[one].network.ports(id=port.id)] == [port.id]
+        eventually(lambda: central_reads_since(start) > 0, timeout=10, what="central's access log line")
+    finally:
+        admin[CENTRAL].network.delete_port(port.id)
+        eventually(lambda: _delete_net(admin[CENTRAL], net.id), timeout=60, what="network delete")
+
+
 def test_a_segment_taken_by_a_region_only_network_is_a_precise_409(sandbox, admin):
     """Regions allocate their own networks' VNIs from ranges central does not use
     (the sandbox's are disjoint); a central network an admin put on a VNI a region

@@ -122,6 +122,15 @@ def _is_central_port(device_owner: str | None) -> bool:
     return not owner.startswith("network:") and owner != SHADOW_OWNER
 
 
+def copy_could_match(filters: dict) -> bool:
+    """Whether a port list by id could be answered by copying a missing port from
+    central: not when it asks only for owners no copy has (shadows, DHCP, router
+    ports). Such a list (a watcher polling for shadows) would otherwise cost one
+    central read per id missing here, on every poll, for nothing."""
+    owners = filters.get("device_owner")
+    return not owners or any(_is_central_port(owner) for owner in owners)
+
+
 class LocalPlugin(ml2_plugin.Ml2Plugin):
     # Neutron's API layer reads these per concrete class (name-mangled), so a
     # subclass restates ML2's. No native bulk: see create_port_bulk.
@@ -522,7 +531,7 @@ class LocalPlugin(ml2_plugin.Ml2Plugin):
 
     def get_ports(self, context, filters=None, fields=None, sorts=None, limit=None, marker=None,
                   page_reverse=False):
-        if filters and filters.get("id"):
+        if filters and filters.get("id") and copy_could_match(filters):
             self._copy_missing(context, filters["id"], super().get_ports, self._copy_port)
         return super().get_ports(context, filters, fields, sorts, limit, marker, page_reverse)
 
