@@ -67,6 +67,7 @@ EVENT_JOBS = ("port_sync", "sg_member_sync")
 FLOOR_CHUNK = 200  # ports per bulk POST of the floor: the worker's port_sync batch size
 FULL_LIST_SECONDS = 10.0  # the shadow watcher lists everything this often, the awaited ones in between
 AWAITED_PER_LIST = 100  # ids per list of awaited shadows (the URL stays a few KB)
+UNLOADED_PORTS = 20  # ports made one at a time, watched, for bound -> shadow with no queue
 MEMBER_RULE_TAG = "isthmus:member-of:"  # the /32 member rules of the previous release
 XJOB_AGENT = "isthmus-xjob"  # user agents the Isthmus clients send (isthmus/clients/regions.py)
 LOCAL_AGENT = "isthmus-local"
@@ -866,27 +867,32 @@ def main() -> int:
                                     if r.agent.startswith(LOCAL_AGENT))
         say(f"baseline: {base.rate:.1f} ports/s")
 
-        network, subnet = make_network(neutrons(CENTRAL_REGION), tag, args.ports + args.sequential)
+        network, subnet = make_network(neutrons(CENTRAL_REGION), tag, args.ports + 2 * args.sequential)
         created.central_networks.append(network)
         created.central_subnets.append(subnet)
         sequential: tuple[Batch, Batch] | None = None
         unloaded: Convergence | None = None
         if args.sequential:
             say(f"one client: {args.sequential} ports of each kind, one at a time")
-            own = make_ports(neutrons, round_robin(regions, args.sequential, lambda r: created.regional_networks[r]),
-                             1, "one client, region-only", tag, created.regional_ports, args.no_security_groups)
-            # The same clock as the burst below, with no queue in front of the
-            # worker: what the wiring itself takes from a bind to the shadows.
+            sequential = (
+                make_ports(neutrons, round_robin(regions, args.sequential, lambda r: created.regional_networks[r]),
+                           1, "one client, region-only", tag, created.regional_ports, args.no_security_groups),
+                make_ports(neutrons, round_robin(regions, args.sequential, lambda _: network), 1,
+                           "one client, central", tag, created.central_ports, args.no_security_groups))
+            wait_quiet(store, 120)
+            # The same clock as the burst below with no queue in front of the
+            # worker: what the wiring itself takes from a bind to the shadows. Its
+            # own ports: the watcher's polls would slow the timed ones above.
+            count = min(args.sequential, UNLOADED_PORTS)
+            say(f"one client, watched: {count} ports one at a time, bound -> shadows")
             one_by_one: list[MadePort] = []
             watcher = ShadowWatcher(neutrons, regions, network, args.poll, one_by_one)
             watcher.start()
-            shared = make_ports(neutrons, round_robin(regions, args.sequential, lambda _: network), 1,
-                                "one client, central", tag, created.central_ports, args.no_security_groups,
-                                also=one_by_one)
-            unloaded_ok = wait_converged(watcher, expected_shadows(shared.made, regions), args.timeout)
+            watched = make_ports(neutrons, round_robin(regions, count, lambda _: network), 1, "one client, watched",
+                                 tag, created.central_ports, args.no_security_groups, also=one_by_one)
+            unloaded_ok = wait_converged(watcher, expected_shadows(watched.made, regions), args.timeout)
             watcher.stop()
-            unloaded = convergence(shared.made, watcher, regions, unloaded_ok)
-            sequential = (own, shared)
+            unloaded = convergence(watched.made, watcher, regions, unloaded_ok)
             wait_quiet(store, 120)
         jobs = {"network_sync": ("network_sync", network), "security_group_sync": ("security_group_sync", project)}
         watcher = ShadowWatcher(neutrons, regions, network, args.poll, created.central_ports)

@@ -15,7 +15,8 @@ its neutron-server loses what was still queued. Per region, periodically:
   host central records, with central's UUID, MAC and IPs. Nova unreachable:
   nothing is done. A port changed at central in the last
   ``[isthmus] binding_sync_grace``, or held
-  by another region, is left for later.
+  by another region, is left for later; so is a port bound or unbound here in
+  the last grace (the region's own report of it is on its way).
 * Deletes made here while central was down reach central through the local
   plugin's delete journal (written before the local delete), not from here.
 
@@ -99,6 +100,11 @@ class BindingSync:
             else:
                 continue
             if report_differs(top, report):
+                if not _settled(here, self.grace):
+                    # Changed here just now: the local plugin's own report, sent in
+                    # the same request, is on its way. Repairing it too would race
+                    # it and make central's change (and its jobs) twice.
+                    continue
                 LOG.info("port %s: repairing central's binding record from %s", port_id, region)
                 try:
                     self.regions.central.update("ports", port_id, report, if_revision=top.get("revision_number"))

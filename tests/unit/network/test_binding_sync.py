@@ -125,6 +125,15 @@ def test_a_bind_central_missed_is_reported_and_an_unbind_too():
     assert reports["p2"]["binding:host_id"] == "" and central.deletes == []
 
 
+def test_a_bind_made_within_the_grace_is_left_to_the_regions_own_report():
+    """Before: a pass that listed central just before a bind's report landed sent
+    the same report again, and central's change (and its jobs) ran twice."""
+    central = Neutron([port("p1"), port("p2", "RegionOne", "h1")])
+    one = Neutron([port("p1", host="h1", updated=just_now()), port("p2", updated=just_now())])
+    run(binding_sync(central, {"RegionOne": one}))
+    assert central.updates == []
+
+
 def _counted(action: str) -> float:
     return PORTS.labels("RegionOne", action)._value.get()
 
