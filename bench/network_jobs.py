@@ -99,10 +99,28 @@ class Neutrons:
         return cache[region]
 
 
+# A request whose connection failed before any answer is sent again, at most this
+# many times, as Nova's Neutron client does ([neutron] http_retries, default 3): a
+# pooled keep-alive connection the server closes as it is reused resets now and
+# then. Counted and printed; an answer (any status) is never retried.
+CONNECT_RETRIES = 3
+connect_retries_made: Counter[str] = Counter()
+
+
 def call(neutron, method: str, path: str, *, body: dict | None = None, params: dict | None = None,
          ok: Iterable[int] = (200, 201, 204)) -> dict:
     """Plain REST through the sdk's adapter: exact bodies and no sdk-side caching."""
-    resp = neutron.request(path, method, json=body, params=params, raise_exc=False)
+    from keystoneauth1.exceptions import ConnectFailure
+
+    for attempt in range(CONNECT_RETRIES + 1):
+        try:
+            resp = neutron.request(path, method, json=body, params=params, raise_exc=False)
+            break
+        except ConnectFailure:
+            if attempt == CONNECT_RETRIES:
+                raise
+            connect_retries_made[method] += 1
+            time.sleep(0.5)
     if resp.status_code not in tuple(ok):
         raise BenchError(f"{method} {path} -> {resp.status_code}: {resp.text[:300]}")
     return resp.json() if resp.content else {}
@@ -952,7 +970,8 @@ def main() -> int:
         if wrong:
             print(f"   ports central shows unbound or bound elsewhere: {len(wrong)}")
         errors = server_errors(layout, run_start)
-        print(f"   5xx answers from any Neutron during the run: {len(errors)}")
+        print(f"   5xx answers from any Neutron during the run: {len(errors)}; requests sent again after a "
+              f"connection failed before any answer: {dict(connect_retries_made) or 0}")
         for error in errors[:10]:
             print(f"     {error}")
     finally:
