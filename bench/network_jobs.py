@@ -228,10 +228,9 @@ class Batch:
 
 
 def make_ports(neutrons: Neutrons, placement: list[tuple[str, str]], workers: int, label: str, tag: str,
-               sink: list[MadePort], no_groups: bool = False, also: list[MadePort] | None = None) -> Batch:
+               sink: list[MadePort], no_groups: bool = False) -> Batch:
     """Create+bind one port per (region, network), ``workers`` at a time. Every port
-    made also goes to ``sink`` at once, so cleanup finds it even if we stop early
-    (and to ``also``, a shadow watcher's list, if given)."""
+    made also goes to ``sink`` at once, so cleanup finds it even if we stop early."""
     batch = Batch(label)
     started = last_note = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="port") as pool:
@@ -242,8 +241,6 @@ def make_ports(neutrons: Neutrons, placement: list[tuple[str, str]], workers: in
                 port = future.result()
                 batch.made.append(port)
                 sink.append(port)
-                if also is not None:
-                    also.append(port)
             except Exception as err:  # noqa: BLE001 - a failed create is a result to report, not a crash
                 batch.errors.append(f"{futures[future]}: {err}")
             if time.monotonic() - last_note > 10:
@@ -903,11 +900,12 @@ def main() -> int:
             # own ports: the watcher's polls would slow the timed ones above.
             count = min(args.sequential, UNLOADED_PORTS)
             say(f"one client, watched: {count} ports one at a time, bound -> shadows")
-            one_by_one: list[MadePort] = []
-            watcher = ShadowWatcher(neutrons, regions, network, args.poll, one_by_one)
+            # It watches every central port, as the burst's does: the timed ones'
+            # shadows are there already and are found on its first poll.
+            watcher = ShadowWatcher(neutrons, regions, network, args.poll, created.central_ports)
             watcher.start()
             watched = make_ports(neutrons, round_robin(regions, count, lambda _: network), 1, "one client, watched",
-                                 tag, created.central_ports, args.no_security_groups, also=one_by_one)
+                                 tag, created.central_ports, args.no_security_groups)
             unloaded_ok = wait_converged(watcher, expected_shadows(watched.made, regions), args.timeout)
             watcher.stop()
             unloaded = convergence(watched.made, watcher, regions, unloaded_ok)
