@@ -830,6 +830,15 @@ def server_errors(layout: Layout, start: dict[str, int]) -> list[str]:
     return found
 
 
+def refused_shadow_creates(layout: Layout, start: dict[str, int]) -> dict[str, int]:
+    """The worker's port creates a region refused (409: a shadow made meanwhile,
+    by another run): each cost a read of the region to converge."""
+    return {region: sum(1 for r in log.since(start[region])
+                        if r.method == "POST" and r.path.startswith("/v2.0/ports") and r.status == 409
+                        and r.agent.startswith(XJOB_AGENT))
+            for region, log in neutron_logs(layout).items()}
+
+
 # ---------------------------------------------------------------------------- main
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -972,6 +981,9 @@ def main() -> int:
               f"connection failed before any answer: {dict(connect_retries_made) or 0}")
         for error in errors[:10]:
             print(f"     {error}")
+        refused = refused_shadow_creates(layout, run_start)
+        print(f"   shadow creates a region refused as made already (409, then read): {sum(refused.values())} "
+              f"({', '.join(f'{r} {n}' for r, n in refused.items() if n) or 'none'})")
     finally:
         clean = cleanup(layout, neutrons, store, created, args.workers, args.timeout)
     fan_out_ok = bool(fan_out) and all(r.others == 0 for r in fan_out)

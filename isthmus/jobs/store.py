@@ -6,7 +6,7 @@ plugins use; workers use :mod:`isthmus.jobs.leases` instead.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from isthmus.jobs.models import Job, JobFilter, JobRequest, JobStatus
 from isthmus.jobs.schema import jobs, row_to_job, to_db, values_to_db
 
 MAX_PAGE = 1000
+WAITING_CHUNK = 500  # ids per IN (...): under every dialect's bound-parameter limit
 
 
 class JobStore:
@@ -88,6 +89,21 @@ class JobStore:
                 query = query.where(_after_marker(conn, marker))
             query = query.order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit)
             return [row_to_job(r) for r in conn.execute(query).mappings()]
+
+    def waiting(self, job_type: str, resource_ids: Iterable[str]) -> set[str]:
+        """Those of ``resource_ids`` whose ``job_type`` run is still to start: NEW
+        (due or backing off), or RUNNING with a follow-up run asked for. A periodic
+        pass leaves such keys to their own run, which reads everything afresh."""
+        ids = sorted(set(resource_ids))
+        found: set[str] = set()
+        with read_tx(self.engine) as conn:
+            for start in range(0, len(ids), WAITING_CHUNK):
+                query = sa.select(jobs.c.resource_id).where(
+                    jobs.c.job_type == job_type, jobs.c.resource_id.in_(ids[start:start + WAITING_CHUNK]),
+                    sa.or_(jobs.c.status == JobStatus.NEW.value,
+                           sa.and_(jobs.c.status == JobStatus.RUNNING.value, jobs.c.rerun.is_(True))))
+                found.update(conn.execute(query).scalars())
+        return found
 
     def counts(self, filters: JobFilter | None = None) -> dict[JobStatus, int]:
         """Jobs per status, e.g. to wait until none is NEW, RUNNING or FAIL."""

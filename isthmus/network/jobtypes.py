@@ -38,6 +38,12 @@ def fresh_bind_hint(region: str) -> str:
     return f"fresh_bind_in:{region}"
 
 
+# network_sync's hint: the run is the periodic backstop only (no event asked for
+# it), so a port central changed in the last seconds may be left to the port_sync
+# its change queued, even before that job is in the queue (docs/jobs.md, Coalescing).
+RECENT_PORTS_COVERED = "recent_ports_covered"
+
+
 def port_sync_payload(network_id: str, *macs: str | None, fresh_bind_in: str | None = None) -> dict:
     """What a port_sync needs when central no longer has the port (deleted) or
     its MAC changed: where to look for the old copies; and its hint, if any."""

@@ -7,11 +7,13 @@ database is not up yet)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from oslo_config import cfg
 
 from isthmus.jobs import HandlerRegistry, JobContext, ResourceRef, Resync
+from isthmus.jobs.models import HINTS
 from isthmus.lazy import Lazy
 from isthmus.network import jobtypes
 from isthmus.network.reconcilers.settings import register_opts
@@ -32,14 +34,15 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
             raise RuntimeError("network reconcilers are not configured (no worker configuration)")
         return built.get(lambda: build_handlers(conf))
 
-    def routed(resource_type: str, key: str) -> Callable[[], Iterator[ResourceRef]]:
+    def routed(resource_type: str, key: str, payload: Mapping[str, Any] | None = None
+               ) -> Callable[[], Iterator[ResourceRef]]:
         def list_resources() -> Iterator[ResourceRef]:
             seen = set()
             for routing in handlers().registry.list_routings({"resource_type": resource_type}):
                 value = getattr(routing, key)
                 if value not in seen:
                     seen.add(value)
-                    yield ResourceRef(value, routing.project_id)
+                    yield ResourceRef(value, routing.project_id, dict(payload or {}))
         return list_resources
 
     def regions() -> Iterator[ResourceRef]:
@@ -48,7 +51,8 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
 
     registry.register(
         jobtypes.NETWORK_SYNC, lambda ctx: handlers().network_sync.run(ctx),
-        resource_keys=("network_id",), resync=Resync(interval, routed("network", "top_id")))
+        resource_keys=("network_id",),
+        resync=Resync(interval, routed("network", "top_id", {HINTS: {jobtypes.RECENT_PORTS_COVERED: True}})))
     registry.register(jobtypes.BINDING_SYNC, lambda ctx: handlers().binding_sync.run(ctx),
                       resource_keys=("region",), resync=Resync(interval, regions))
     # Batched: a burst of port events (servers booting) is one run with bulk calls;

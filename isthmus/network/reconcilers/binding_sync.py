@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from prometheus_client import Counter
 
@@ -225,10 +225,4 @@ def host_agent(neutron: NeutronClient, host: str, cache: dict[str, dict | None] 
 
 
 def _settled(port: dict, grace: timedelta) -> bool:
-    stamp = port.get("updated_at")
-    if not stamp:
-        return False
-    changed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    if changed.tzinfo is None:
-        changed = changed.replace(tzinfo=UTC)
-    return datetime.now(UTC) - changed > grace
+    return bool(port.get("updated_at")) and not plans.changed_within(port, grace)

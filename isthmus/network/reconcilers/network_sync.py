@@ -9,13 +9,15 @@ never read as "the copy is gone", and nothing is deleted because of it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from prometheus_client import Counter
 
 from isthmus.clients import NeutronClient, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
-from isthmus.network import copies
+from isthmus.network import copies, jobtypes
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import in_every_region
 from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
@@ -28,6 +30,10 @@ from isthmus.network.reconcilers.writes import update_as_read
 from isthmus.registry import Registry, Tombstones
 
 LOG = logging.getLogger(__name__)
+# A periodic pass leaves ports central changed this recently to their own
+# port_sync: the change's request queues it after its commit, so a pass that lists
+# central in between would plan the port too. Far longer than that gap under load.
+RECENT_CHANGE = timedelta(seconds=10)
 UNPROVEN = Counter("isthmus_unproven_copies", "Regional copies and shadows of ports central has no port for and "
                    "recorded no delete of, seen by network_sync (kept: no delete without proof)", ("region",))
 
@@ -43,9 +49,15 @@ class NetworkSync:
     shadows: ShadowPolicy
     ovn: OvnAccess
     writer: PortWriter
+    # Of these central ports, those whose own port_sync is still to run. This pass
+    # leaves them to it: that run reads central and the regions afresh and does
+    # all a plan here would for them. Planning them here too raced it in a burst
+    # (one shadow made twice; the second create refused, then read and converged).
+    port_syncs_waiting: Callable[[Iterable[str]], set[str]] = lambda ids: set()
 
     def run(self, ctx: JobContext) -> None:
         network_id = ctx.resource_id
+        backstop = ctx.hinted(jobtypes.RECENT_PORTS_COVERED)
         try:
             central = self.regions.central.get("networks", network_id)
             subnets = self.regions.central.list("subnets", network_id=network_id) if central else []
@@ -70,7 +82,7 @@ class NetworkSync:
             if central is None:
                 _remove_copy(neutron, network_id)
             elif region in routed or _holds_copy(neutron, network_id):
-                self._converge(neutron, region, central, subnets, shadows)
+                self._converge(neutron, region, central, subnets, shadows, backstop)
 
         in_every_region(regions, sync_region, f"network {network_id}")
         if central is None:
@@ -79,7 +91,7 @@ class NetworkSync:
                 self.ovn.keys.release_network(network_id)  # every copy, with its switch, is gone
 
     def _converge(self, neutron: NeutronClient, region: str, central: dict, subnets: list[dict],
-                  shadows: bool) -> None:
+                  shadows: bool, backstop: bool) -> None:
         top = self.regions.central
         # A GET by id makes the local plugin copy a network it lost (drift repair).
         copy = neutron.get("networks", central["id"])
@@ -113,9 +125,15 @@ class NetworkSync:
             UNPROVEN.labels(region).inc(len(unproven))
             LOG.warning("network %s in %s: central has no port %s and recorded no delete of it; copies kept",
                         central["id"], region, ", ".join(sorted(unproven)))
-        plan = plans.plan_ports(region, central_ports, regional_ports,
-                                shadows and self.shadows.binds_shadows(region), deleted)
-        self.writer.apply(neutron, region, plan, {p["id"]: p for p in central_ports}, regional_ports)
+        left = self.port_syncs_waiting(p["id"] for p in central_ports)
+        if backstop:  # and those whose change's port_sync may not be queued yet
+            left |= {p["id"] for p in central_ports if plans.changed_within(p, RECENT_CHANGE)}
+        if left:
+            LOG.info("network %s in %s: %d port(s) left to their own port_sync", central["id"], region, len(left))
+        planned = [p for p in central_ports if p["id"] not in left]
+        here = [p for p in regional_ports if p["id"] not in left]
+        plan = plans.plan_ports(region, planned, here, shadows and self.shadows.binds_shadows(region), deleted)
+        self.writer.apply(neutron, region, plan, {p["id"]: p for p in planned}, here)
         ovn = self.ovn.region(region)
         if ovn is not None and shadows and self.ovn.keys is not None:
             ovn_wiring.sync_network(ovn, central["id"], central_ports, self.ovn.keys, self.ovn.hypervisors(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from isthmus.network import (
@@ -24,6 +25,18 @@ MEMBER_RULE_TAG = address_groups_plan.LEGACY_MEMBER_TAG  # the previous release'
 
 
 ROUTER_INTERFACE_OWNER = "network:router_interface"
+
+
+def changed_within(port: Mapping[str, Any], window: timedelta, now: datetime | None = None) -> bool:
+    """Whether Neutron's ``updated_at`` of the object is less than ``window`` ago
+    (False without one)."""
+    stamp = port.get("updated_at")
+    if not stamp:
+        return False
+    changed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    if changed.tzinfo is None:
+        changed = changed.replace(tzinfo=UTC)
+    return (now or datetime.now(UTC)) - changed <= window
 
 
 def is_compute(port: Mapping[str, Any]) -> bool:

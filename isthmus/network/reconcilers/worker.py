@@ -20,12 +20,15 @@ The collaborators, each shared by the handlers that need it:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from oslo_config import cfg
 
 from isthmus.clients import RegionClients, load_session
 from isthmus.clients.ovsdb import OvsdbClient, TLSFiles
 from isthmus.db import make_engine
+from isthmus.jobs import JobStore
+from isthmus.network import jobtypes
 from isthmus.network.reconcilers.address_groups import KnownAddressGroups
 from isthmus.network.reconcilers.binding_sync import BindingSync
 from isthmus.network.reconcilers.network_sync import NetworkSync
@@ -67,18 +70,21 @@ def build_handlers(conf: cfg.ConfigOpts) -> Handlers:
         registry=Registry(engine),
         tombstones=Tombstones(engine),
         ovn=OvnAccess(load_ovn_regions(conf), TunnelKeys(engine)),
-        settings=WiringSettings.from_conf(conf))
+        settings=WiringSettings.from_conf(conf),
+        jobs=JobStore(engine))
 
 
 def wire_handlers(regions: Regions, registry: Registry, tombstones: Tombstones, ovn: OvnAccess,
-                  settings: WiringSettings) -> Handlers:
+                  settings: WiringSettings, jobs: JobStore) -> Handlers:
     """Each handler given what it uses; what two handlers share is one object
-    (its caches and hints serve both)."""
+    (its caches and hints serve both). ``jobs``: the queue, where network_sync
+    sees which ports' own port_sync is still to run."""
     topology = Topology(registry)
     shadows = ShadowPolicy(settings.cross_region_l2, regions, ovn.regions.keys())
     writer = PortWriter(regions, registry)
     return Handlers(
-        network_sync=NetworkSync(regions, registry, topology, tombstones, shadows, ovn, writer),
+        network_sync=NetworkSync(regions, registry, topology, tombstones, shadows, ovn, writer,
+                                 partial(jobs.waiting, jobtypes.PORT_SYNC)),
         binding_sync=BindingSync(regions, topology, settings.delete_brake, settings.binding_grace, ovn),
         port_sync=PortSync(regions, topology, tombstones, shadows, ovn, writer),
         security_group_sync=SecurityGroupSync(regions, registry, topology, tombstones, shadows),

@@ -66,6 +66,33 @@ def test_enqueue_while_running_yields_exactly_one_follow_up(store: JobStore) -> 
     assert store.get(claim.job.id).status is JobStatus.SUCCESS
 
 
+def test_waiting_names_the_keys_whose_run_is_still_to_start(store: JobStore) -> None:
+    runner = make_runner(store, _registry())
+    for key in ("running", "running-again", "done", "new"):
+        store.enqueue("sync", key)
+    store.enqueue("other", "other-type")
+    assert runner.run_due() == 4  # every "sync" key ran once
+    store.enqueue("sync", "running")
+    store.enqueue("sync", "running-again")
+    claims = {c.job.resource_id: c for c in runner.claim(10)}
+    assert set(claims) == {"running", "running-again"}
+    store.enqueue("sync", "running-again")  # an event during the run: a follow-up run
+    store.enqueue("sync", "new")
+    keys = ["running", "running-again", "done", "new", "other-type", "unknown"]
+    # A key in the middle of its run read before the event it serves; the follow-up
+    # and a job not yet claimed will read afresh.
+    assert store.waiting("sync", keys) == {"running-again", "new"}
+    assert store.waiting("sync", []) == set()
+    assert store.waiting("other", keys) == {"other-type"}  # no handler: never ran
+
+
+def test_waiting_asks_in_chunks(store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("isthmus.jobs.store.WAITING_CHUNK", 2)
+    for key in ("a", "b", "c", "d", "e"):
+        store.enqueue("sync", key)
+    assert store.waiting("sync", ["e", "d", "c", "b", "a", "z"]) == {"a", "b", "c", "d", "e"}
+
+
 def test_enqueue_after_success_rearms_the_same_job(store: JobStore) -> None:
     runner = make_runner(store, _registry())
     job = store.enqueue("sync", "net-1")

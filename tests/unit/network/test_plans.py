@@ -118,3 +118,14 @@ def test_a_bound_router_interface_makes_a_region_want_the_networks_remote_ports(
     (shadow,) = plan_ports("RegionOne", [remote], [here]).create_shadows
     assert shadow["mac_address"] == remote["mac_address"]
     assert plan_ports("RegionOne", [remote], [{**here, "binding:host_id": ""}]).create_shadows == []
+
+
+def test_changed_within_reads_neutrons_updated_at():
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime(2026, 12, 7, 17, 30, 0, tzinfo=UTC)
+    window = timedelta(seconds=10)
+    assert plans.changed_within({"updated_at": "2026-12-07T17:29:55Z"}, window, now)
+    assert not plans.changed_within({"updated_at": "2026-12-07T17:29:49Z"}, window, now)
+    assert plans.changed_within({"updated_at": "2026-12-07T17:29:55"}, window, now)  # no zone: UTC, as Neutron's
+    assert not plans.changed_within({}, window, now) and not plans.changed_within({"updated_at": None}, window, now)
