@@ -38,10 +38,11 @@ def fresh_bind_hint(region: str) -> str:
     return f"fresh_bind_in:{region}"
 
 
-# network_sync's hint: the run is the periodic backstop only (no event asked for
-# it), so a port central changed in the last seconds may be left to the port_sync
-# its change queued, even before that job is in the queue (docs/jobs.md, Coalescing).
-RECENT_PORTS_COVERED = "recent_ports_covered"
+# The hint of a run only the periodic resync asked for (no event, no operator):
+# network_sync leaves a port central changed in the last seconds to the port_sync
+# its change queued, even before that job is in the queue; binding_sync shares one
+# list of central's ports among the regions' passes (docs/jobs.md, Coalescing).
+BACKSTOP_ONLY = "backstop_only"
 
 
 def port_sync_payload(network_id: str, *macs: str | None, fresh_bind_in: str | None = None) -> dict:

@@ -20,6 +20,9 @@ from isthmus.network.reconcilers.settings import register_opts
 from isthmus.network.reconcilers.worker import Handlers, build_handlers
 
 BATCH_SIZE = 200
+# The payload of a periodic resync's job; an event's or an operator's enqueue of
+# the same key drops the hint (coalescing keeps only hints every enqueue gave).
+BACKSTOP_ONLY: Mapping[str, Any] = {HINTS: {jobtypes.BACKSTOP_ONLY: True}}
 BATCH_WINDOW = 0.05  # seconds
 
 
@@ -47,12 +50,12 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
 
     def regions() -> Iterator[ResourceRef]:
         for pod in handlers().registry.regional_pods():
-            yield ResourceRef(pod.region_name, None)
+            yield ResourceRef(pod.region_name, None, BACKSTOP_ONLY)
 
     registry.register(
         jobtypes.NETWORK_SYNC, lambda ctx: handlers().network_sync.run(ctx),
         resource_keys=("network_id",),
-        resync=Resync(interval, routed("network", "top_id", {HINTS: {jobtypes.RECENT_PORTS_COVERED: True}})))
+        resync=Resync(interval, routed("network", "top_id", BACKSTOP_ONLY)))
     registry.register(jobtypes.BINDING_SYNC, lambda ctx: handlers().binding_sync.run(ctx),
                       resource_keys=("region",), resync=Resync(interval, regions))
     # Batched: a burst of port events (servers booting) is one run with bulk calls;

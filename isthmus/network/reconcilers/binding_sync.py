@@ -33,7 +33,10 @@ right is not for a reconciler to guess.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from prometheus_client import Counter
@@ -41,7 +44,7 @@ from prometheus_client import Counter
 from isthmus.clients import NeutronClient, Rejected, Unavailable
 from isthmus.clients.ovsdb import OvsdbUnavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
-from isthmus.network import bound_region, port_report, report_differs
+from isthmus.network import bound_region, jobtypes, port_report, report_differs
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.ovn.access import OvnAccess
 from isthmus.network.reconcilers.ovn.wiring import collect_chassis
@@ -53,8 +56,29 @@ LOG = logging.getLogger(__name__)
 PORTS = Counter("isthmus_binding_sync_ports", "Ports central records bound in a region that the region lacks, "
                 "by what binding_sync did: restored (copy made again), deleted (Nova: the server is gone), "
                 "braked (deletes refused: too many at once)", ("region", "action"))
+CENTRAL_LIST_TTL = 10.0  # seconds one list of central's ports serves the regions' passes
 _FIELDS = ("id", "network_id", "mac_address", "device_owner", "device_id", "binding:host_id", "binding:profile",
            "binding:vif_type", "binding:vif_details", "binding:vnic_type", "revision_number", "updated_at")
+
+
+class SharedRead:
+    """The last read, given to every caller within ``ttl`` seconds of its start;
+    one read at a time (callers meanwhile wait for it). A failed read is not kept."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._value: list[dict] | None = None
+        self._started = 0.0
+
+    def get(self, read: Callable[[], list[dict]]) -> list[dict]:
+        with self._lock:
+            if self._value is None or self.clock() - self._started > self.ttl:
+                self._value = None
+                started = self.clock()
+                self._value, self._started = read(), started
+            return self._value
 
 
 def _user_port(port: dict) -> bool:
@@ -71,11 +95,20 @@ class BindingSync:
     grace: timedelta  # [isthmus] binding_sync_grace
     ovn: OvnAccess  # the region's chassis collection, on ML2/OVN
 
+    # One list of central's ports serves the regions' periodic passes, which the
+    # resync queues together: at 2,000 ports a list costs central seconds, and
+    # once per region it was a pass's main load there. Every write made from it
+    # is conditional on the revision it read, so an older read can only make a
+    # write fail (412) and wait for the next pass.
+    central_ports: SharedRead = field(default_factory=lambda: SharedRead(CENTRAL_LIST_TTL))
+
     def run(self, ctx: JobContext) -> None:
         region = ctx.resource_id
         neutron = self.regions.neutron(region)
         try:
-            central = {p["id"]: p for p in self.regions.central.list("ports", fields=list(_FIELDS)) if _user_port(p)}
+            listed_central = (self.central_ports.get(self._list_central) if ctx.hinted(jobtypes.BACKSTOP_ONLY)
+                              else self._list_central())  # an event's or an operator's run reads now
+            central = {p["id"]: p for p in listed_central if _user_port(p)}
             listed = neutron.list("ports", fields=list(_FIELDS))
         except Unavailable as err:
             raise RetryLater(str(err)) from err
@@ -128,6 +161,9 @@ class BindingSync:
             except OvsdbUnavailable as err:
                 raise RetryLater(f"{region} OVN: {err}") from err
 
+    def _list_central(self) -> list[dict]:
+        return self.regions.central.list("ports", fields=list(_FIELDS))
+
     def _settle_missing(self, region: str, missing: list[dict], bound: int) -> int:
         """Restore or delete (on Nova's word) the ports bound here the region lacks;
         how many. Raises PermanentFailure, after the restores, when the brake holds."""
@@ -159,7 +195,13 @@ class BindingSync:
         for top in gone:
             LOG.info("port %s: its server %s is gone from %s's Nova and the port from its Neutron; deleting it "
                      "at central", top["id"], top.get("device_id"), region)
-            self.regions.central.delete("ports", top["id"])
+            try:
+                self.regions.central.delete("ports", top["id"], if_revision=top.get("revision_number"))
+            except Rejected as err:
+                if err.status != 412:
+                    raise
+                LOG.info("port %s changed at central since this pass read it; left for the next pass", top["id"])
+                continue
             PORTS.labels(region, "deleted").inc()
             done += 1
         return done

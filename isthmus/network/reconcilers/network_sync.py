@@ -57,7 +57,7 @@ class NetworkSync:
 
     def run(self, ctx: JobContext) -> None:
         network_id = ctx.resource_id
-        backstop = ctx.hinted(jobtypes.RECENT_PORTS_COVERED)
+        backstop = ctx.hinted(jobtypes.BACKSTOP_ONLY)
         try:
             central = self.regions.central.get("networks", network_id)
             subnets = self.regions.central.list("subnets", network_id=network_id) if central else []

@@ -9,10 +9,11 @@ from typing import cast
 
 import pytest
 
-from isthmus.clients import Unavailable
+from isthmus.clients import Rejected, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure
-from isthmus.network import PROFILE_KEY
-from isthmus.network.reconcilers.binding_sync import PORTS, BindingSync
+from isthmus.jobs.models import HINTS
+from isthmus.network import PROFILE_KEY, jobtypes
+from isthmus.network.reconcilers.binding_sync import PORTS, BindingSync, SharedRead
 from isthmus.network.reconcilers.ovn.access import OvnAccess
 from isthmus.network.reconcilers.regions import Regions
 from isthmus.network.reconcilers.settings import DeleteBrake
@@ -36,6 +37,7 @@ class Neutron:
     def list(self, collection, **filters):
         if self.down:
             raise Unavailable("down")
+        self.lists += 1
         if collection == "agents":
             return []
         return [p for p in self.ports if all(p.get(k) == v for k, v in filters.items() if k != "fields")]
@@ -43,7 +45,12 @@ class Neutron:
     def update(self, collection, port_id, report, if_revision=None):
         self.updates.append((port_id, report))
 
-    def delete(self, collection, port_id):
+    lists: int = 0  # list calls answered
+    changed: set[str] = field(default_factory=set)  # ports changed since any read: a conditional write fails
+
+    def delete(self, collection, port_id, if_revision=None):
+        if if_revision is not None and port_id in self.changed:
+            raise Rejected(412, "revision changed")
         self.deletes.append(port_id)
 
 
@@ -111,8 +118,53 @@ def port(port_id, region=None, host="", updated=OLD, device="vm"):
             "binding:profile": profile, "revision_number": 3, "updated_at": updated}
 
 
-def run(handler: BindingSync, region="RegionOne"):
-    handler.run(JobContext("j", "binding_sync", region, None, {}, 1))
+def run(handler: BindingSync, region="RegionOne", payload: dict | None = None):
+    handler.run(JobContext("j", "binding_sync", region, None, payload or {}, 1))
+
+
+PERIODIC = {HINTS: {jobtypes.BACKSTOP_ONLY: True}}
+
+
+def test_the_periodic_passes_of_the_regions_share_one_list_of_central_and_the_others_read_now():
+    central = Neutron([port("p1", "RegionOne", "h1"), port("p2", "RegionTwo", "h2")])
+    regions = {"RegionOne": Neutron([port("p1", host="h1")]), "RegionTwo": Neutron([port("p2", host="h2")])}
+    handler = binding_sync(central, regions)
+    run(handler, "RegionOne", PERIODIC)
+    run(handler, "RegionTwo", PERIODIC)
+    assert central.lists == 1
+    run(handler, "RegionTwo")  # an operator's or an event's run
+    assert central.lists == 2
+
+
+def test_a_shared_read_serves_its_ttl_and_keeps_no_failure():
+    now = [0.0]
+    shared = SharedRead(10.0, clock=lambda: now[0])
+    reads: list[int] = []
+
+    def read() -> list[dict]:
+        reads.append(1)
+        if len(reads) == 3:
+            raise Unavailable("central down")
+        return [{"read": len(reads)}]
+
+    assert shared.get(read) == [{"read": 1}]
+    now[0] = 10.0
+    assert shared.get(read) == [{"read": 1}] and len(reads) == 1
+    now[0] = 10.5
+    assert shared.get(read) == [{"read": 2}]
+    now[0] = 21.0
+    with pytest.raises(Unavailable):
+        shared.get(read)
+    assert shared.get(read) == [{"read": 4}]  # the failure was not kept
+
+
+def test_a_delete_on_novas_word_is_conditional_on_the_revision_the_pass_read():
+    """The list a pass plans from may be seconds old (shared between regions): a
+    port changed at central since is left for the next pass, not deleted."""
+    central = Neutron([port("p1", "RegionOne", "h1", device="vm1"), port("p2", "RegionOne", "h1", device="vm2")],
+                      changed={"p2"})
+    run(binding_sync(central, {"RegionOne": Region(central=central)}, {"RegionOne": Nova()}))
+    assert central.deletes == ["p1"]
 
 
 def test_a_bind_central_missed_is_reported_and_an_unbind_too():
