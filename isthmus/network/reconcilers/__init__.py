@@ -20,10 +20,10 @@ from isthmus.network.reconcilers.settings import register_opts
 from isthmus.network.reconcilers.worker import Handlers, build_handlers
 
 BATCH_SIZE = 200
+BATCH_WINDOW = 0.05  # seconds
 # The payload of a periodic resync's job; an event's or an operator's enqueue of
 # the same key drops the hint (coalescing keeps only hints every enqueue gave).
 BACKSTOP_ONLY: Mapping[str, Any] = {HINTS: {jobtypes.BACKSTOP_ONLY: True}}
-BATCH_WINDOW = 0.05  # seconds
 
 
 def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = None) -> None:
@@ -50,7 +50,7 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
 
     def regions() -> Iterator[ResourceRef]:
         for pod in handlers().registry.regional_pods():
-            yield ResourceRef(pod.region_name, None, BACKSTOP_ONLY)
+            yield ResourceRef(pod.region_name, None, dict(BACKSTOP_ONLY))
 
     registry.register(
         jobtypes.NETWORK_SYNC, lambda ctx: handlers().network_sync.run(ctx),

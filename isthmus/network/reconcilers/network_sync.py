@@ -130,10 +130,11 @@ class NetworkSync:
             left |= {p["id"] for p in central_ports if plans.changed_within(p, RECENT_CHANGE)}
         if left:
             LOG.info("network %s in %s: %d port(s) left to their own port_sync", central["id"], region, len(left))
-        planned = [p for p in central_ports if p["id"] not in left]
-        here = [p for p in regional_ports if p["id"] not in left]
-        plan = plans.plan_ports(region, planned, here, shadows and self.shadows.binds_shadows(region), deleted)
-        self.writer.apply(neutron, region, plan, {p["id"]: p for p in planned}, here)
+        plan = plans.plan_ports(region, central_ports, regional_ports, shadows and self.shadows.binds_shadows(region),
+                                deleted, left)
+        # Without central's word on them, the writer leaves the copies of those ports as they are.
+        self.writer.apply(neutron, region, plan, {p["id"]: p for p in central_ports if p["id"] not in left},
+                          regional_ports)
         ovn = self.ovn.region(region)
         if ovn is not None and shadows and self.ovn.keys is not None:
             ovn_wiring.sync_network(ovn, central["id"], central_ports, self.ovn.keys, self.ovn.hypervisors(),

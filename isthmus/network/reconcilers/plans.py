@@ -70,15 +70,19 @@ def missing_at_central(central_ports: list[dict[str, Any]], regional_ports: list
 
 
 def plan_ports(region: str, central_ports: list[dict[str, Any]], regional_ports: list[dict[str, Any]],
-               shadows: bool = True, deleted: Collection[str] = ()) -> PortPlan:
+               shadows: bool = True, deleted: Collection[str] = (), left: Collection[str] = ()) -> PortPlan:
     """Regional ports of one network against central's: :func:`plan_port` for
-    every port either side has (the periodic full pass; events plan one port)."""
+    every port either side has (the periodic full pass; events plan one port).
+    ``left``: ports planned by their own run, neither deleted nor shadowed here;
+    a server's port among them still makes the region want the network's shadows."""
     central_by_id = {p["id"]: p for p in central_ports}
     regional_by_id: dict[str, list[dict[str, Any]]] = {}
     for port in regional_ports:
         regional_by_id.setdefault(port["id"], []).append(port)
     plan = PortPlan()
     for port_id, copies in regional_by_id.items():
+        if port_id in left:
+            continue
         plan.delete += plan_port(region, central_by_id.get(port_id), copies, shadows=shadows,
                                  local_members=False, deleted=port_id in deleted).delete
     # A bound router interface needs the network's remote ports as much as a
@@ -86,6 +90,8 @@ def plan_ports(region: str, central_ports: list[dict[str, Any]], regional_ports:
     # half delivers to servers of its subnets in other regions.
     local_members = has_local_members(p for p in regional_ports if p["id"] not in plan.delete)
     for port in central_ports:
+        if port["id"] in left:
+            continue
         kept = [c for c in regional_by_id.get(port["id"], []) if c["id"] not in plan.delete]
         plan.create_shadows += plan_port(region, port, kept, shadows=shadows, local_members=local_members,
                                          deleted=False, decided=True).create_shadows

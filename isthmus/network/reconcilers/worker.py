@@ -14,7 +14,9 @@ The collaborators, each shared by the handlers that need it:
   tunnel keys (``[ovn:<region>]``);
 * :class:`~address_groups.KnownAddressGroups`: sg_member_sync's hints;
 * :class:`~port_sync.PortWriter`: port plans carried out (port_sync, network_sync);
-* :class:`~settings.WiringSettings`: the values read once from ``[isthmus]``.
+* :class:`~settings.WiringSettings`: the values read once from ``[isthmus]``;
+* :class:`~isthmus.jobs.JobStore`: the queue, where network_sync sees which
+  ports' own port_sync is still to run.
 """
 
 from __future__ import annotations

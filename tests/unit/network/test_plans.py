@@ -62,6 +62,21 @@ def test_a_remote_vm_gets_a_shadow_carrying_its_agent():
     assert "binding:profile" not in plans.shadow_body(_remote_vm())  # no agent reported: none sent
 
 
+def test_ports_left_to_their_own_run_are_not_planned_but_still_make_the_region_want_shadows():
+    """network_sync leaves a port whose port_sync is still to run to that run. The
+    first server's port of a network in a region is such a port when the network's
+    sync runs (both queued by its bind): the region still wants every other shadow."""
+    local_vm = _port("l", owner="compute:az1", host="regionone-compute", region="RegionOne")
+    other = {**_remote_vm(), "id": "o", "mac_address": "fa:16:3e:00:00:02"}
+    stale_shadow = {**plans.shadow_body(other), "id": "o", "binding:host_id": "elsewhere"}
+    plan = plans.plan_ports("RegionOne", [local_vm, _remote_vm(), other], [local_vm, stale_shadow],
+                            left={"l", "o"})
+    assert [body["name"] for body in plan.create_shadows] == ["shadow_port_r"]
+    assert plan.delete == []  # o's stale shadow is o's own run's to remake
+    plan = plans.plan_ports("RegionOne", [local_vm, _remote_vm()], [local_vm], left={"r"})
+    assert plan.create_shadows == [] and plan.delete == []
+
+
 def test_a_shadow_carries_its_ports_groups_and_follows_them_in_place():
     """The region counts a shadow as a member of its port's groups; a group
     change is an update of the shadow, never a remake (that would cut its L2)."""
