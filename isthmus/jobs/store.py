@@ -90,18 +90,20 @@ class JobStore:
             query = query.order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit)
             return [row_to_job(r) for r in conn.execute(query).mappings()]
 
-    def waiting(self, job_type: str, resource_ids: Iterable[str]) -> set[str]:
+    def waiting(self, job_type: str, resource_ids: Iterable[str], *, or_running: bool = False) -> set[str]:
         """Those of ``resource_ids`` whose ``job_type`` run is still to start: NEW
-        (due or backing off), or RUNNING with a follow-up run asked for. A periodic
-        pass leaves such keys to their own run, which reads everything afresh."""
+        (due or backing off), or RUNNING with a follow-up run asked for; with
+        ``or_running``, any RUNNING too. A broader pass leaves such keys to their
+        own run, which reads everything afresh."""
         ids = sorted(set(resource_ids))
+        running = jobs.c.status == JobStatus.RUNNING.value
+        unstarted = sa.or_(jobs.c.status == JobStatus.NEW.value,
+                           running if or_running else sa.and_(running, jobs.c.rerun.is_(True)))
         found: set[str] = set()
         with read_tx(self.engine) as conn:
             for start in range(0, len(ids), WAITING_CHUNK):
                 query = sa.select(jobs.c.resource_id).where(
-                    jobs.c.job_type == job_type, jobs.c.resource_id.in_(ids[start:start + WAITING_CHUNK]),
-                    sa.or_(jobs.c.status == JobStatus.NEW.value,
-                           sa.and_(jobs.c.status == JobStatus.RUNNING.value, jobs.c.rerun.is_(True))))
+                    jobs.c.job_type == job_type, jobs.c.resource_id.in_(ids[start:start + WAITING_CHUNK]), unstarted)
                 found.update(conn.execute(query).scalars())
         return found
 

@@ -49,11 +49,12 @@ class NetworkSync:
     shadows: ShadowPolicy
     ovn: OvnAccess
     writer: PortWriter
-    # Of these central ports, those whose own port_sync is still to run. This pass
-    # leaves them to it: that run reads central and the regions afresh and does
-    # all a plan here would for them. Planning them here too raced it in a burst
-    # (one shadow made twice; the second create refused, then read and converged).
-    port_syncs_waiting: Callable[[Iterable[str]], set[str]] = lambda ids: set()
+    # Of these central ports, those whose own port_sync is still to run (or, the
+    # second argument, is running). This pass leaves them to it: that run reads
+    # central and the regions afresh and does all a plan here would for them.
+    # Planning them here too raced it in a burst (one shadow made twice; the second
+    # create refused, then read and converged).
+    port_syncs_waiting: Callable[[Iterable[str], bool], set[str]] = lambda ids, running: set()
 
     def run(self, ctx: JobContext) -> None:
         network_id = ctx.resource_id
@@ -125,8 +126,12 @@ class NetworkSync:
             UNPROVEN.labels(region).inc(len(unproven))
             LOG.warning("network %s in %s: central has no port %s and recorded no delete of it; copies kept",
                         central["id"], region, ", ".join(sorted(unproven)))
-        left = self.port_syncs_waiting(p["id"] for p in central_ports)
-        if backstop:  # and those whose change's port_sync may not be queued yet
+        # A periodic pass also leaves the ports whose port_sync is running, and those
+        # whose change's port_sync may not be queued yet. A pass an event asked for
+        # (a network's first port in a region) plans a running one's port too: that
+        # run may have read the regions before this one was among them.
+        left = self.port_syncs_waiting((p["id"] for p in central_ports), backstop)
+        if backstop:
             left |= {p["id"] for p in central_ports if plans.changed_within(p, RECENT_CHANGE)}
         if left:
             LOG.info("network %s in %s: %d port(s) left to their own port_sync", central["id"], region, len(left))

@@ -22,7 +22,6 @@ The collaborators, each shared by the handlers that need it:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 from oslo_config import cfg
 
@@ -86,7 +85,7 @@ def wire_handlers(regions: Regions, registry: Registry, tombstones: Tombstones, 
     writer = PortWriter(regions, registry)
     return Handlers(
         network_sync=NetworkSync(regions, registry, topology, tombstones, shadows, ovn, writer,
-                                 partial(jobs.waiting, jobtypes.PORT_SYNC)),
+                                 lambda ids, running: jobs.waiting(jobtypes.PORT_SYNC, ids, or_running=running)),
         binding_sync=BindingSync(regions, topology, settings.delete_brake, settings.binding_grace, ovn),
         port_sync=PortSync(regions, topology, tombstones, shadows, ovn, writer),
         security_group_sync=SecurityGroupSync(regions, registry, topology, tombstones, shadows),

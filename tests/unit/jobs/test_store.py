@@ -82,6 +82,7 @@ def test_waiting_names_the_keys_whose_run_is_still_to_start(store: JobStore) -> 
     # A key in the middle of its run read before the event it serves; the follow-up
     # and a job not yet claimed will read afresh.
     assert store.waiting("sync", keys) == {"running-again", "new"}
+    assert store.waiting("sync", keys, or_running=True) == {"running", "running-again", "new"}
     assert store.waiting("sync", []) == set()
     assert store.waiting("other", keys) == {"other-type"}  # no handler: never ran
 
