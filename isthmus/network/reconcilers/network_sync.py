@@ -19,7 +19,7 @@ from isthmus.clients import NeutronClient, Unavailable
 from isthmus.jobs import JobContext, PermanentFailure, RetryLater
 from isthmus.network import copies, jobtypes
 from isthmus.network.reconcilers import plans
-from isthmus.network.reconcilers.fanout import in_every_region
+from isthmus.network.reconcilers.fanout import RefusedByPolicy, in_every_region
 from isthmus.network.reconcilers.ovn import wiring as ovn_wiring
 from isthmus.network.reconcilers.ovn.access import OvnAccess
 from isthmus.network.reconcilers.port_sync import PortWriter
@@ -78,32 +78,61 @@ class NetworkSync:
             raise PermanentFailure(f"central has no network {network_id} but recorded no delete of it; "
                                    "regional copies kept")
 
-        def sync_region(region: str) -> None:
-            neutron = self.regions.neutron(region)
-            if central is None:
-                _remove_copy(neutron, network_id)
-            elif region in routed or _holds_copy(neutron, network_id):
-                self._converge(neutron, region, central, subnets, shadows, backstop)
-
-        in_every_region(regions, sync_region, f"network {network_id}")
         if central is None:
+            in_every_region(regions, lambda region: _remove_copy(self.regions.neutron(region), network_id),
+                            f"network {network_id}")
             self.registry.forget(network_id, "network")
             if self.ovn.keys is not None:
                 self.ovn.keys.release_network(network_id)  # every copy, with its switch, is gone
+            return
 
-    def _converge(self, neutron: NeutronClient, region: str, central: dict, subnets: list[dict],
-                  shadows: bool, backstop: bool) -> None:
-        top = self.regions.central
+        # Regional ports first, central's second: a port is created at central before
+        # its regional copy, so every regional port listed is in central's list unless
+        # central deleted it. (The other order deletes ports being created.) So every
+        # region is read, then central once for them all (once per region cost central
+        # a full list of the network per region on every pass), then each is planned.
+        held: dict[str, list[dict]] = {}
+
+        def read_region(region: str) -> None:
+            neutron = self.regions.neutron(region)
+            if region in routed or _holds_copy(neutron, network_id):
+                ports = self._converge_network(neutron, region, central, subnets)
+                if ports is not None:
+                    held[region] = ports
+
+        unfinished = _failure_of(lambda: in_every_region(regions, read_region, f"network {network_id}"))
+        if held:
+            try:
+                central_ports = self.regions.central.list("ports", network_id=network_id)
+            except Unavailable as err:
+                raise RetryLater(f"central: {err}") from err
+            # A periodic pass also leaves the ports whose port_sync is running, and those
+            # whose change's port_sync may not be queued yet. A pass an event asked for
+            # (a network's first port in a region) plans a running one's port too: that
+            # run may have read the regions before this one was among them.
+            left = self.port_syncs_waiting((p["id"] for p in central_ports), backstop)
+            if backstop:
+                left |= {p["id"] for p in central_ports if plans.changed_within(p, RECENT_CHANGE)}
+            if left:
+                LOG.info("network %s: %d port(s) left to their own port_sync", network_id, len(left))
+            in_every_region(sorted(held), lambda region: self._converge_ports(
+                region, central, subnets, shadows, central_ports, held[region], left), f"ports of {network_id}")
+        if unfinished is not None:
+            raise unfinished  # the regions that could not be read, once the others are done
+
+    def _converge_network(self, neutron: NeutronClient, region: str, central: dict, subnets: list[dict]
+                          ) -> list[dict] | None:
+        """The copies of the network and its subnets made to match; the region's
+        ports on it (None: the region holds no copy)."""
         # A GET by id makes the local plugin copy a network it lost (drift repair).
         copy = neutron.get("networks", central["id"])
         if copy is None:
             LOG.info("network %s: %s holds no copy and central does not place it there", central["id"], region)
-            return
+            return None
         changes = copies.changed_fields(central, copy, plans.NETWORK_FIELDS)
         if changes:
             LOG.info("network %s in %s: updating %s", central["id"], region, sorted(changes))
             update_as_read(neutron, "networks", copy, changes)
-        central_subnets = {s["id"] for s in subnets}
         for subnet in subnets:
             regional = neutron.get("subnets", subnet["id"])
             if regional is None:
@@ -112,11 +141,12 @@ class NetworkSync:
             if changes:
                 LOG.info("subnet %s in %s: updating %s", subnet["id"], region, sorted(changes))
                 update_as_read(neutron, "subnets", regional, changes)
-        # Regional ports first, central's second: a port is created at central before
-        # its regional copy, so every regional port listed here is in central's list
-        # unless central deleted it. (The other order deletes ports being created.)
-        regional_ports = neutron.list("ports", network_id=central["id"])
-        central_ports = top.list("ports", network_id=central["id"])
+        return neutron.list("ports", network_id=central["id"])
+
+    def _converge_ports(self, region: str, central: dict, subnets: list[dict], shadows: bool,
+                        central_ports: list[dict], regional_ports: list[dict], left: set[str]) -> None:
+        """One region's copies and shadows of the network's ports, and its stray subnets."""
+        neutron = self.regions.neutron(region)
         missing = plans.missing_at_central(central_ports, regional_ports)
         deleted = self.tombstones.buried("port", missing)
         unproven = missing - deleted
@@ -126,15 +156,6 @@ class NetworkSync:
             UNPROVEN.labels(region).inc(len(unproven))
             LOG.warning("network %s in %s: central has no port %s and recorded no delete of it; copies kept",
                         central["id"], region, ", ".join(sorted(unproven)))
-        # A periodic pass also leaves the ports whose port_sync is running, and those
-        # whose change's port_sync may not be queued yet. A pass an event asked for
-        # (a network's first port in a region) plans a running one's port too: that
-        # run may have read the regions before this one was among them.
-        left = self.port_syncs_waiting((p["id"] for p in central_ports), backstop)
-        if backstop:
-            left |= {p["id"] for p in central_ports if plans.changed_within(p, RECENT_CHANGE)}
-        if left:
-            LOG.info("network %s in %s: %d port(s) left to their own port_sync", central["id"], region, len(left))
         plan = plans.plan_ports(region, central_ports, regional_ports, shadows and self.shadows.binds_shadows(region),
                                 deleted, left)
         # Without central's word on them, the writer leaves the copies of those ports as they are.
@@ -144,11 +165,22 @@ class NetworkSync:
         if ovn is not None and shadows and self.ovn.keys is not None:
             ovn_wiring.sync_network(ovn, central["id"], central_ports, self.ovn.keys, self.ovn.hypervisors(),
                                     deleted)
+        central_subnets = {s["id"] for s in subnets}
         stray = [s for s in neutron.list("subnets", network_id=central["id"]) if s["id"] not in central_subnets]
         deleted_subnets = self.tombstones.buried("subnet", [s["id"] for s in stray])
         for regional in stray:
             if regional["id"] in deleted_subnets:
                 _remove_subnet(neutron, regional)
+
+
+def _failure_of(step: Callable[[], None]) -> Exception | None:
+    """What ``in_every_region`` raised for the regions it could not finish (the
+    others finished), kept to raise once the rest of the job is done."""
+    try:
+        step()
+    except (RetryLater, PermanentFailure, RefusedByPolicy) as err:
+        return err
+    return None
 
 
 def _holds_copy(neutron: NeutronClient, network_id: str) -> bool:
