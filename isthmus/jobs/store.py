@@ -90,15 +90,20 @@ class JobStore:
             query = query.order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit)
             return [row_to_job(r) for r in conn.execute(query).mappings()]
 
-    def waiting(self, job_type: str, resource_ids: Iterable[str], *, or_running: bool = False) -> set[str]:
+    def waiting(self, job_type: str, resource_ids: Iterable[str], *, or_running: bool = False,
+                finished_since: datetime | None = None) -> set[str]:
         """Those of ``resource_ids`` whose ``job_type`` run is still to start: NEW
         (due or backing off), or RUNNING with a follow-up run asked for; with
-        ``or_running``, any RUNNING too. A broader pass leaves such keys to their
-        own run, which reads everything afresh."""
+        ``or_running``, any RUNNING too; with ``finished_since`` (this store's
+        clock), those whose run ended since. A broader pass leaves such keys to
+        their own run, which read everything afresh."""
         ids = sorted(set(resource_ids))
         running = jobs.c.status == JobStatus.RUNNING.value
-        unstarted = sa.or_(jobs.c.status == JobStatus.NEW.value,
-                           running if or_running else sa.and_(running, jobs.c.rerun.is_(True)))
+        conditions = [jobs.c.status == JobStatus.NEW.value,
+                      running if or_running else sa.and_(running, jobs.c.rerun.is_(True))]
+        if finished_since is not None:
+            conditions.append(jobs.c.finished_at >= to_db(finished_since))
+        unstarted = sa.or_(*conditions)
         found: set[str] = set()
         with read_tx(self.engine) as conn:
             for start in range(0, len(ids), WAITING_CHUNK):

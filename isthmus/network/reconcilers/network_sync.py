@@ -9,14 +9,15 @@ never read as "the copy is gone", and nothing is deleted because of it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from prometheus_client import Counter
 
 from isthmus.clients import NeutronClient, Unavailable
-from isthmus.jobs import JobContext, PermanentFailure, RetryLater
+from isthmus.jobs import JobContext, JobStore, PermanentFailure, RetryLater
 from isthmus.network import copies, jobtypes
 from isthmus.network.reconcilers import plans
 from isthmus.network.reconcilers.fanout import RefusedByPolicy, in_every_region
@@ -38,6 +39,44 @@ UNPROVEN = Counter("isthmus_unproven_copies", "Regional copies and shadows of po
                    "recorded no delete of, seen by network_sync (kept: no delete without proof)", ("region",))
 
 
+class PortSyncQueue(Protocol):
+    def now(self) -> datetime:
+        """The queue's clock."""
+        ...
+
+    def left(self, port_ids: list[str], backstop_since: datetime | None) -> set[str]:
+        """Those ports whose port_sync is still to start; with ``backstop_since``
+        (a periodic pass), also those whose port_sync is running or ended since."""
+        ...
+
+
+@dataclass(frozen=True)
+class PortSyncJobs:
+    """The port_sync jobs in the job store."""
+
+    store: JobStore
+
+    def now(self) -> datetime:
+        return self.store.clock.now()
+
+    def left(self, port_ids: list[str], backstop_since: datetime | None) -> set[str]:
+        return self.store.waiting(jobtypes.PORT_SYNC, port_ids, or_running=backstop_since is not None,
+                                  finished_since=backstop_since)
+
+
+class NoQueue:
+    """No queue to leave ports to: every port is planned."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def left(self, port_ids: list[str], backstop_since: datetime | None) -> set[str]:
+        return set()
+
+
+NO_QUEUE = NoQueue()
+
+
 @dataclass(frozen=True)
 class NetworkSync:
     """The ``network_sync`` handler (keyed by network)."""
@@ -49,16 +88,16 @@ class NetworkSync:
     shadows: ShadowPolicy
     ovn: OvnAccess
     writer: PortWriter
-    # Of these central ports, those whose own port_sync is still to run (or, the
-    # second argument, is running). This pass leaves them to it: that run reads
-    # central and the regions afresh and does all a plan here would for them.
-    # Planning them here too raced it in a burst (one shadow made twice; the second
-    # create refused, then read and converged).
-    port_syncs_waiting: Callable[[Iterable[str], bool], set[str]] = lambda ids, running: set()
+    # Where this pass sees which ports have a port_sync of their own to leave them
+    # to: that run reads central and the regions afresh and does all a plan here
+    # would for them. Planning them here too raced it in a burst (one shadow made
+    # twice; the second create refused, then read and converged).
+    port_syncs: PortSyncQueue = field(default_factory=lambda: NO_QUEUE)
 
     def run(self, ctx: JobContext) -> None:
         network_id = ctx.resource_id
         backstop = ctx.hinted(jobtypes.BACKSTOP_ONLY)
+        started = self.port_syncs.now() if backstop else None
         try:
             central = self.regions.central.get("networks", network_id)
             subnets = self.regions.central.list("subnets", network_id=network_id) if central else []
@@ -106,11 +145,12 @@ class NetworkSync:
                 central_ports = self.regions.central.list("ports", network_id=network_id)
             except Unavailable as err:
                 raise RetryLater(f"central: {err}") from err
-            # A periodic pass also leaves the ports whose port_sync is running, and those
-            # whose change's port_sync may not be queued yet. A pass an event asked for
-            # (a network's first port in a region) plans a running one's port too: that
-            # run may have read the regions before this one was among them.
-            left = self.port_syncs_waiting((p["id"] for p in central_ports), backstop)
+            # A periodic pass also leaves the ports whose port_sync is running or ran
+            # since this pass began reading, and those whose change's port_sync may not
+            # be queued yet. A pass an event asked for (a network's first port in a
+            # region) plans those too: their run may have read the regions before this
+            # one was among them.
+            left = self.port_syncs.left([p["id"] for p in central_ports], started)
             if backstop:
                 left |= {p["id"] for p in central_ports if plans.changed_within(p, RECENT_CHANGE)}
             if left:

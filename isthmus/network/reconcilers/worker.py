@@ -29,10 +29,9 @@ from isthmus.clients import RegionClients, load_session
 from isthmus.clients.ovsdb import OvsdbClient, TLSFiles
 from isthmus.db import make_engine
 from isthmus.jobs import JobStore
-from isthmus.network import jobtypes
 from isthmus.network.reconcilers.address_groups import KnownAddressGroups
 from isthmus.network.reconcilers.binding_sync import BindingSync
-from isthmus.network.reconcilers.network_sync import NetworkSync
+from isthmus.network.reconcilers.network_sync import NetworkSync, PortSyncJobs
 from isthmus.network.reconcilers.ovn.access import OvnAccess
 from isthmus.network.reconcilers.ovn.region import OvnRegion
 from isthmus.network.reconcilers.port_sync import PortSync, PortWriter
@@ -85,7 +84,7 @@ def wire_handlers(regions: Regions, registry: Registry, tombstones: Tombstones, 
     writer = PortWriter(regions, registry)
     return Handlers(
         network_sync=NetworkSync(regions, registry, topology, tombstones, shadows, ovn, writer,
-                                 lambda ids, running: jobs.waiting(jobtypes.PORT_SYNC, ids, or_running=running)),
+                                 PortSyncJobs(jobs)),
         binding_sync=BindingSync(regions, topology, settings.delete_brake, settings.binding_grace, ovn),
         port_sync=PortSync(regions, topology, tombstones, shadows, ovn, writer),
         security_group_sync=SecurityGroupSync(regions, registry, topology, tombstones, shadows),

@@ -87,6 +87,17 @@ def test_waiting_names_the_keys_whose_run_is_still_to_start(store: JobStore) -> 
     assert store.waiting("other", keys) == {"other-type"}  # no handler: never ran
 
 
+def test_waiting_since_names_the_keys_whose_run_ended_since(store: JobStore, clock: ManualClock) -> None:
+    runner = make_runner(store, _registry())
+    store.enqueue("sync", "early")
+    runner.run_due()
+    since = clock.advance(5)
+    store.enqueue("sync", "late")
+    runner.run_due()
+    assert store.waiting("sync", ["early", "late"]) == set()
+    assert store.waiting("sync", ["early", "late"], finished_since=since) == {"late"}
+
+
 def test_waiting_asks_in_chunks(store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("isthmus.jobs.store.WAITING_CHUNK", 2)
     for key in ("a", "b", "c", "d", "e"):
