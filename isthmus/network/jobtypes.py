@@ -39,9 +39,10 @@ def fresh_bind_hint(region: str) -> str:
 
 
 # The hint of a run only the periodic resync asked for (no event, no operator):
-# network_sync leaves a port central changed in the last seconds to the port_sync
-# its change queued, even before that job is in the queue; binding_sync shares one
-# list of central's ports among the regions' passes (docs/jobs.md, Coalescing).
+# network_sync leaves to their own port_sync the ports that have one running or
+# just finished, or whose change at central has not queued it yet; binding_sync
+# shares one list of central's ports among the regions' passes (docs/jobs.md,
+# Coalescing).
 BACKSTOP_ONLY = "backstop_only"
 
 

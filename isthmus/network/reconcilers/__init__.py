@@ -23,7 +23,7 @@ BATCH_SIZE = 200
 BATCH_WINDOW = 0.05  # seconds
 # The payload of a periodic resync's job; an event's or an operator's enqueue of
 # the same key drops the hint (coalescing keeps only hints every enqueue gave).
-BACKSTOP_ONLY: Mapping[str, Any] = {HINTS: {jobtypes.BACKSTOP_ONLY: True}}
+BACKSTOP_PAYLOAD: Mapping[str, Any] = {HINTS: {jobtypes.BACKSTOP_ONLY: True}}
 
 
 def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = None) -> None:
@@ -50,12 +50,12 @@ def register_handlers(registry: HandlerRegistry, conf: cfg.ConfigOpts | None = N
 
     def regions() -> Iterator[ResourceRef]:
         for pod in handlers().registry.regional_pods():
-            yield ResourceRef(pod.region_name, None, dict(BACKSTOP_ONLY))
+            yield ResourceRef(pod.region_name, None, dict(BACKSTOP_PAYLOAD))
 
     registry.register(
         jobtypes.NETWORK_SYNC, lambda ctx: handlers().network_sync.run(ctx),
         resource_keys=("network_id",),
-        resync=Resync(interval, routed("network", "top_id", BACKSTOP_ONLY)))
+        resync=Resync(interval, routed("network", "top_id", BACKSTOP_PAYLOAD)))
     registry.register(jobtypes.BINDING_SYNC, lambda ctx: handlers().binding_sync.run(ctx),
                       resource_keys=("region",), resync=Resync(interval, regions))
     # Batched: a burst of port events (servers booting) is one run with bulk calls;
